@@ -1,0 +1,40 @@
+# lucid-YOLO developer entry points. `make setup` once, then `make fit` / `make test`.
+UV ?= uv
+PYTEST_ARGS ?=
+export OMP_NUM_THREADS ?= 2
+
+.PHONY: setup test test-all lint typecheck guard goldens gate fit bench
+
+setup:
+	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	$(UV) sync --all-packages --locked
+
+test: setup
+	$(UV) run --locked pytest -q -n 2 $(PYTEST_ARGS)
+
+test-all: setup
+	$(UV) run --locked pytest -q -n 2 -m "" $(PYTEST_ARGS)
+
+lint: setup
+	$(UV) run --locked ruff check packages tests tools
+	$(UV) run --locked ruff format --check packages tests tools
+
+typecheck: setup
+	$(UV) run --locked mypy
+
+guard: setup
+	$(UV) run --locked python tools/release_guard.py
+
+goldens: setup
+	$(UV) run --locked python tools/check_goldens.py
+
+gate: lint typecheck test guard goldens
+
+fit: setup
+	$(UV) run --locked lucid-train fit
+
+bench: setup
+	$(UV) run --locked python tools/bench/infer.py
+	$(UV) run --locked python tools/bench/data.py
+	$(UV) run --locked python tools/bench/train.py
+	$(UV) run --locked python tools/bench/eval.py
