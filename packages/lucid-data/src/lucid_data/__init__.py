@@ -1,3 +1,20 @@
 """lucid-data: dataset readers, targets, augmentation, caches and synthetic shapes."""
 
 __version__ = "0.1.0"
+
+# --- readers, targets, image decoding (owner: data readers) ---
+from lucid_data.imageio import CorruptImageError, image_size, load_image, verify_image
+from lucid_data.records import DatasetSource, ImageRecord, Task
+from lucid_data.targets import Targets
+
+__all__ = [
+    "CorruptImageError",
+    "DatasetSource",
+    "ImageRecord",
+    "Targets",
+    "Task",
+    "__version__",
+    "image_size",
+    "load_image",
+    "verify_image",
+]

@@ -1,0 +1,67 @@
+"""What a reader returns: one `ImageRecord` per image and a `DatasetSource` for a split.
+
+Readers (`lucid_data.readers`) only parse annotations; images are decoded later with
+`lucid_data.imageio.load_image`, so a dataset of any size is listed quickly and a corrupt image surfaces when
+it is decoded (or earlier with `lucid-data check`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from lucid_data.targets import Targets
+
+__all__ = ["DatasetSource", "ImageRecord", "Task"]
+
+Task = Literal["detect", "segment", "pose", "obb"]
+
+
+@dataclass
+class ImageRecord:
+    """One image: its file, its targets in original-image pixels, its id and its size (h, w).
+
+    `rles` holds, for COCO sources only, the raw COCO segmentation (RLE dict, already in compressed or
+    uncompressed form) of instances whose mask is not a polygon, else None per instance; decode it with
+    `lucid_data.rle.decode` when masks are needed (keeps listing a large dataset cheap).
+    """
+
+    path: Path
+    targets: Targets
+    image_id: int | str
+    size_hw: tuple[int, int]
+    rles: list[dict[str, Any] | None] | None = None
+
+
+@dataclass
+class DatasetSource:
+    """One split of one dataset, whatever its on-disk layout.
+
+    - names: contiguous label → class name (0..nc-1).
+    - category_ids: contiguous label → the dataset's own category id (COCO ids; identity for YOLO/DOTA),
+      so predictions can be written back as COCO results for evaluation.
+    - kpt_shape: (K, D) for pose (D = 2 or 3 in the source), else None; flip_idx: keypoint permutation for
+      horizontal flips (pose), else None.
+    """
+
+    records: list[ImageRecord]
+    names: dict[int, str]
+    task: Task
+    kpt_shape: tuple[int, int] | None = None
+    flip_idx: list[int] | None = None
+    category_ids: list[int] = field(default_factory=list)
+    root: Path = Path(".")
+    split: str = "train"
+    problems: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.category_ids:
+            self.category_ids = list(range(len(self.names)))
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.names)
+
+    def __len__(self) -> int:
+        return len(self.records)
