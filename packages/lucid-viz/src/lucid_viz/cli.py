@@ -1,0 +1,67 @@
+"""``lucid-viz``: ``curves RUN_DIR -o curves.png`` and ``predict --weights W --source IMG -o out.png``.
+
+The command line is its own process, so it selects matplotlib's non-interactive Agg backend (the library
+itself never selects one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lucid-viz", description="Plots of lucid-YOLO runs and predictions."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    curves = commands.add_parser("curves", help="training curves of a run directory (its metrics.csv)")
+    curves.add_argument("run_dir", help="run directory holding metrics.csv, or the csv file itself")
+    curves.add_argument("-o", "--output", default="curves.png", help="image to write (default: curves.png)")
+    curves.add_argument("--title", default=None, help="figure title (default: the run directory's name)")
+    predict = commands.add_parser("predict", help="predictions of a checkpoint drawn over images")
+    predict.add_argument("--weights", required=True, help="checkpoint file")
+    predict.add_argument("--source", required=True, nargs="+", help="image file(s) or a directory of images")
+    predict.add_argument("-o", "--output", default="predictions.png", help="image to write")
+    predict.add_argument("--task", choices=("detect", "segment", "pose", "obb"), default=None)
+    predict.add_argument("--conf", type=float, default=None, help="confidence threshold passed to predict")
+    predict.add_argument("--imgsz", type=int, default=None, help="inference size passed to predict")
+    predict.add_argument("--ncols", type=int, default=None, help="grid columns")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = _parser().parse_args(argv)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from lucid_viz.figures import save_figure
+
+    try:
+        if arguments.command == "curves":
+            from lucid_viz.curves import plot_curves
+
+            figure = plot_curves(arguments.run_dir, title=arguments.title)
+        else:
+            from lucid_viz.grid import expand_sources, show_predictions
+
+            sources = [image for source in arguments.source for image in expand_sources(source)]
+            extra = {
+                key: getattr(arguments, key)
+                for key in ("conf", "imgsz")
+                if getattr(arguments, key) is not None
+            }
+            figure = show_predictions(
+                arguments.weights, sources, task=arguments.task, ncols=arguments.ncols, **extra
+            )
+        path = save_figure(figure, arguments.output)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"lucid-viz: error: {error}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

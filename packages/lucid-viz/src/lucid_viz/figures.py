@@ -1,0 +1,70 @@
+"""Figures without pyplot: creation on an Agg canvas, rasterising to an array, atomic saving.
+
+Every figure lucid-viz makes is a ``matplotlib.figure.Figure`` bound to a ``FigureCanvasAgg`` directly (the
+pattern of matplotlib's "Embedding in a web application server" example), so drawing never selects a backend,
+never registers a figure with pyplot's figure manager and never closes a figure of the caller's.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+DEFAULT_DPI = 100
+
+
+def new_figure(width_in: float, height_in: float, dpi: float = DEFAULT_DPI, **kwargs: object) -> Figure:
+    """A Figure of the given size (inches) on its own Agg canvas; ``kwargs`` go to ``Figure``."""
+    figure = Figure(figsize=(width_in, height_in), dpi=dpi, **kwargs)  # type: ignore[arg-type]
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _agg_canvas(figure: Figure) -> FigureCanvasAgg:
+    canvas = figure.canvas
+    if not isinstance(canvas, FigureCanvasAgg):
+        canvas = FigureCanvasAgg(figure)
+    return canvas
+
+
+def render_rgb(figure: Figure) -> np.ndarray:
+    """Rasterise ``figure`` at its own dpi; returns a (H, W, 3) uint8 RGB array (a copy)."""
+    canvas = _agg_canvas(figure)
+    canvas.draw()  # type: ignore[no-untyped-call]
+    rgba = np.asarray(canvas.buffer_rgba())  # type: ignore[no-untyped-call]
+    return rgba[..., :3].copy()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def save_figure(figure: Figure, path: str | os.PathLike[str]) -> Path:
+    """Write ``figure`` to ``path`` atomically (temp file in the same folder, then ``os.replace``).
+
+    The format comes from the suffix (``.png``, ``.jpg``, ``.pdf``, ``.svg``); the figure's own dpi is used so a
+    figure made by ``draw_predictions`` is written at the image's native pixel size.
+    """
+    target = Path(path)
+    file_format = target.suffix.lstrip(".").lower()
+    if not file_format:
+        raise ValueError(f"{target}: cannot tell the image format, give the file a suffix such as .png")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _agg_canvas(figure)
+    handle, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            figure.savefig(stream, format=file_format, dpi=figure.dpi)
+        os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
+        os.replace(tmp_name, target)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return target

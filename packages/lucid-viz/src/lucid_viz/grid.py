@@ -1,0 +1,126 @@
+"""Grids of images with predictions over ground truth, and ``show_predictions`` for a checkpoint.
+
+Each cell shows one image, its ground truth (dashed, under) and its predictions (solid, over), drawn by
+:mod:`lucid_viz.draw`; colours follow the class index in every cell.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from lucid_viz.draw import DEFAULT_OPTIONS, RenderOptions, draw_ground_truth, overlay_predictions, show_image
+from lucid_viz.figures import new_figure
+from lucid_viz.inputs import as_rgb_image, check_task, get_field, load_image_rgb
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+
+
+def draw_grid(
+    images: Sequence[Any],
+    predictions: Sequence[Any] | None,
+    task: str,
+    targets: Sequence[Any] | None = None,
+    options: RenderOptions = DEFAULT_OPTIONS,
+    *,
+    ncols: int | None = None,
+    titles: Sequence[str] | None = None,
+    cell_inches: float = 4.0,
+) -> Figure:
+    """A Figure with one cell per image: ``targets[i]`` dashed under ``predictions[i]`` (either may be None)."""
+    check_task(task)
+    count = len(images)
+    if count == 0:
+        raise ValueError("draw_grid: no images given")
+    for name, items in (("predictions", predictions), ("targets", targets), ("titles", titles)):
+        if items is not None and len(items) != count:
+            raise ValueError(f"draw_grid: {len(items)} {name} for {count} images")
+    rgb_images = [as_rgb_image(image, f"images[{i}]") for i, image in enumerate(images)]
+    ncols = max(1, min(ncols or math.ceil(math.sqrt(count)), count))
+    nrows = math.ceil(count / ncols)
+    aspect = max(image.shape[0] / image.shape[1] for image in rgb_images)
+    figure = new_figure(cell_inches * ncols, cell_inches * aspect * nrows, dpi=options.dpi)
+    figure.subplots_adjust(
+        left=0.01, right=0.99, bottom=0.01, top=0.97 if titles else 0.99, wspace=0.02, hspace=0.06
+    )
+    axes_grid = figure.subplots(nrows, ncols, squeeze=False)
+    for slot, axes in enumerate(axes_grid.flat):
+        if slot >= count:
+            axes.set_visible(False)
+            continue
+        show_image(axes, rgb_images[slot])
+        if targets is not None and targets[slot] is not None:
+            draw_ground_truth(axes, targets[slot], task, options)
+        if predictions is not None and predictions[slot] is not None:
+            overlay_predictions(axes, predictions[slot], task, options)
+        if titles is not None:
+            axes.set_title(titles[slot], fontsize=options.font_size)
+    return figure
+
+
+def infer_task(result: Any) -> str:
+    """The task a result belongs to, from the fields it carries (rboxes → obb, keypoints → pose, masks →
+    segment, else detect)."""
+    if get_field(result, "rboxes") is not None:
+        return "obb"
+    if get_field(result, "keypoints") is not None:
+        return "pose"
+    if get_field(result, "masks") is not None:
+        return "segment"
+    return "detect"
+
+
+def expand_sources(source: str | os.PathLike[str] | Sequence[Any]) -> list[Any]:
+    """A list of images from one path, a directory (its image files, sorted) or a sequence of paths/arrays."""
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+            if not files:
+                raise FileNotFoundError(f"{path}: no image files ({', '.join(IMAGE_SUFFIXES)})")
+            return list(files)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such image file or directory")
+        return [path]
+    return list(source)
+
+
+def show_predictions(
+    weights: Any,
+    images: str | os.PathLike[str] | Sequence[Any],
+    annotations: Sequence[Any] | None = None,
+    *,
+    task: str | None = None,
+    options: RenderOptions = DEFAULT_OPTIONS,
+    ncols: int | None = None,
+    predictor: Callable[..., Sequence[Any]] | None = None,
+    **predict_kwargs: Any,
+) -> Figure:
+    """Run ``lucid_core.predict.predict(weights, images, **predict_kwargs)`` and draw a grid of the results,
+    over ``annotations`` (one targets object per image, in original-image pixels) when given.
+
+    ``images`` is a path, a directory or a list of paths / RGB arrays. The task is inferred from the results'
+    fields unless given. ``predictor`` replaces ``predict`` (same call), e.g. for a model already loaded.
+    """
+    sources = expand_sources(images)
+    if predictor is None:
+        from lucid_core.predict import predict  # lazy: lucid_core.predict imports torch and the models
+
+        predictor = predict
+    results = list(predictor(weights, sources, **predict_kwargs))
+    if len(results) != len(sources):
+        raise ValueError(
+            f"show_predictions: predict returned {len(results)} results for {len(sources)} images"
+        )
+    if task is None:
+        task = infer_task(results[0]) if results else "detect"
+    shown = [load_image_rgb(s) if isinstance(s, str | os.PathLike) else s for s in sources]
+    titles = [
+        Path(s).name if isinstance(s, str | os.PathLike) else f"image {i}" for i, s in enumerate(sources)
+    ]
+    return draw_grid(shown, results, task, annotations, options, ncols=ncols, titles=titles)
