@@ -4,6 +4,14 @@ __version__ = "0.1.0"
 
 # --- readers, targets, image decoding (owner: data readers) ---
 from lucid_data.imageio import CorruptImageError, image_size, load_image, verify_image
+from lucid_data.readers import (
+    LabelError,
+    LabelProblem,
+    load_dataset,
+    merge_tile_predictions,
+    tile_targets,
+    tile_windows,
+)
 from lucid_data.records import DatasetSource, ImageRecord, Task
 from lucid_data.targets import Targets
 
@@ -11,10 +19,16 @@ __all__ = [
     "CorruptImageError",
     "DatasetSource",
     "ImageRecord",
+    "LabelError",
+    "LabelProblem",
     "Targets",
     "Task",
     "__version__",
     "image_size",
+    "load_dataset",
     "load_image",
+    "merge_tile_predictions",
+    "tile_targets",
+    "tile_windows",
     "verify_image",
 ]

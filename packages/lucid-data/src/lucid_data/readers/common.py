@@ -1,0 +1,108 @@
+"""Shared reader pieces: label errors with `file:line`, and the polygon/rotated-box geometry readers need.
+
+Rotated boxes: `(cx, cy, w, h, θ)` with corners `c ± v1 ± v2`, `v1 = (w/2·cosθ, w/2·sinθ)`,
+`v2 = (−h/2·sinθ, h/2·cosθ)` (`../shared/fixtures/README.md`, OBB decoding). Readers fit them to labelled
+corners with OpenCV's `cv2.minAreaRect` (minimum-area enclosing rectangle, rotating calipers) and emit the
+canonical form θ ∈ [0, π/2): of the rectangle's two edge directions the one whose angle (mod π) lies in
+[0, π/2) is the `w` side.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+__all__ = [
+    "LabelError",
+    "LabelProblem",
+    "corners_to_rbox",
+    "merge_polygon_parts",
+    "polygon_area",
+    "rbox_to_corners",
+]
+
+
+@dataclass(frozen=True)
+class LabelProblem:
+    """One bad annotation: `file:line: reason` (line 0 when the problem is about the whole file)."""
+
+    path: Path
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}" if self.line else f"{self.path}: {self.reason}"
+
+
+class LabelError(ValueError):
+    """Bad labels; `problems` lists every one found, the message shows them as `file:line: reason`."""
+
+    def __init__(self, problems: list[LabelProblem]) -> None:
+        self.problems = list(problems)
+        shown = "\n".join(f"  {p}" for p in self.problems[:50])
+        more = f"\n  ... and {len(self.problems) - 50} more" if len(self.problems) > 50 else ""
+        super().__init__(f"{len(self.problems)} bad label(s):\n{shown}{more}")
+
+
+def corners_to_rbox(corners: np.ndarray) -> np.ndarray:
+    """(M, P, 2) polygons (P ≥ 3, usually the 4 DOTA corners) → (M, 5) canonical (cx, cy, w, h, θ) float32."""
+    corners = np.asarray(corners, dtype=np.float32)
+    out = np.zeros((corners.shape[0], 5), dtype=np.float32)
+    for i, poly in enumerate(corners):
+        (cx, cy), _, _ = rect = cv2.minAreaRect(poly.reshape(-1, 1, 2))
+        pts = cv2.boxPoints(rect).astype(np.float64)
+        e1, e2 = pts[1] - pts[0], pts[2] - pts[1]
+        theta = math.atan2(e1[1], e1[0]) % math.pi
+        w, h = math.hypot(*e1), math.hypot(*e2)
+        if theta >= math.pi / 2:
+            theta -= math.pi / 2
+            w, h = h, w
+        if theta >= math.pi / 2 - 1e-7:  # rounding at the wrap-around: same rectangle, θ = 0
+            theta, w, h = 0.0, h, w
+        out[i] = (cx, cy, w, h, theta)
+    return out
+
+
+def rbox_to_corners(rboxes: np.ndarray) -> np.ndarray:
+    """(M, 5) (cx, cy, w, h, θ) → (M, 4, 2) corners c+v1+v2, c+v1−v2, c−v1−v2, c−v1+v2."""
+    rb = np.asarray(rboxes, dtype=np.float64).reshape(-1, 5)
+    c = rb[:, None, :2]
+    cos, sin = np.cos(rb[:, 4]), np.sin(rb[:, 4])
+    v1 = np.stack([rb[:, 2] / 2 * cos, rb[:, 2] / 2 * sin], -1)[:, None]
+    v2 = np.stack([-rb[:, 3] / 2 * sin, rb[:, 3] / 2 * cos], -1)[:, None]
+    signs = np.array([[1, 1], [1, -1], [-1, -1], [-1, 1]], dtype=np.float64)[None, :, :, None]
+    pts = c + signs[:, :, 0] * v1 + signs[:, :, 1] * v2
+    return pts.astype(np.float32)
+
+
+def polygon_area(poly: np.ndarray) -> float:
+    """Absolute shoelace area of a (P, 2) polygon."""
+    p = np.asarray(poly, dtype=np.float64).reshape(-1, 2)
+    if p.shape[0] < 3:
+        return 0.0
+    x, y = p[:, 0], p[:, 1]
+    return float(abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) / 2)
+
+
+def merge_polygon_parts(parts: list[np.ndarray]) -> np.ndarray:
+    """Join the parts of a multi-part instance outline into one (P, 2) polygon with zero-width bridges.
+
+    A YOLO segment line holds one polygon per instance, so a COCO instance drawn as several polygons is
+    joined: each further part is attached at the closest pair of vertices (part i to the parts before it),
+    walked once around and left again along the same bridge, so the filled area is the union of the parts.
+    A single part is returned unchanged.
+    """
+    parts = [np.asarray(p, dtype=np.float32).reshape(-1, 2) for p in parts if len(p) >= 1]
+    if not parts:
+        return np.zeros((0, 2), np.float32)
+    merged = parts[0]
+    for part in parts[1:]:
+        d = ((merged[:, None, :].astype(np.float64) - part[None, :, :]) ** 2).sum(-1)
+        i, j = np.unravel_index(int(np.argmin(d)), d.shape)
+        loop = np.concatenate([part[j:], part[: j + 1]])  # starts and ends at the bridge vertex
+        merged = np.concatenate([merged[: i + 1], loop, merged[i:]])
+    return merged

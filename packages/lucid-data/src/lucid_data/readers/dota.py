@@ -1,0 +1,315 @@
+"""DOTA labelTxt datasets, and tiling of large scenes into overlapping tiles with merging of tile predictions.
+
+Format (DOTA, Xia et al., CVPR 2018, and the DOTA devkit description; see `../shared/data/README.md`):
+optional header lines `imagesource:...` and `gsd:...`, then one object per line
+`x1 y1 x2 y2 x3 y3 x4 y4 category difficult` in absolute pixels (corners clockwise; `difficult` 0/1, may be
+missing in some releases → 0). Category names use hyphens (`large-vehicle`). Layout: `<split>/images/*.png`
+and `<split>/labelTxt/*.txt`, or `images/` and `labelTxt/` directly in the folder given.
+
+Tiling: scenes larger than the network input are cut into `tile_size` windows with `overlap` pixels shared by
+neighbours (stride = tile_size − overlap; the last window is aligned to the scene edge). An object is kept in a
+tile when at least `min_visibility` of its polygon area lies inside; cut objects are clipped to the tile and
+their rotated box refitted (`cv2.intersectConvexConvex` + `cv2.minAreaRect`). Merging shifts tile predictions
+back by the tile origin and removes duplicates with class-wise rotated NMS on the exact polygon IoU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from lucid_data.imageio import IMAGE_SUFFIXES, CorruptImageError, image_size
+from lucid_data.readers.common import LabelError, LabelProblem, corners_to_rbox, polygon_area, rbox_to_corners
+from lucid_data.records import DatasetSource, ImageRecord
+from lucid_data.targets import Targets
+
+__all__ = [
+    "DOTA_V1_NAMES",
+    "DOTA_V2_NAMES",
+    "DOTA_V15_NAMES",
+    "DotaLabelFile",
+    "merge_tile_predictions",
+    "parse_dota_file",
+    "polygon_iou",
+    "read_dota",
+    "tile_targets",
+    "tile_windows",
+]
+
+# Class lists in the order of the DOTA releases (DOTA v1.0 paper table; v1.5 adds container-crane; v2.0 adds
+# airport and helipad).
+DOTA_V1_NAMES = (
+    "plane", "ship", "storage-tank", "baseball-diamond", "tennis-court", "basketball-court",
+    "ground-track-field", "harbor", "bridge", "large-vehicle", "small-vehicle", "helicopter", "roundabout",
+    "soccer-ball-field", "swimming-pool",
+)  # fmt: skip
+DOTA_V15_NAMES = (*DOTA_V1_NAMES, "container-crane")
+DOTA_V2_NAMES = (*DOTA_V15_NAMES, "airport", "helipad")
+
+
+@dataclass
+class DotaLabelFile:
+    """One parsed labelTxt: header values, corners (N, 4, 2) pixels, category names, difficult flags."""
+
+    header: dict[str, str]
+    corners: np.ndarray
+    categories: list[str]
+    difficult: np.ndarray
+    problems: list[LabelProblem]
+
+
+def parse_dota_file(path: Path) -> DotaLabelFile:
+    header: dict[str, str] = {}
+    corners: list[list[float]] = []
+    cats: list[str] = []
+    diff: list[bool] = []
+    problems: list[LabelProblem] = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        tokens = line.split()
+        if not tokens:
+            continue
+        if len(tokens) == 1 and ":" in tokens[0]:
+            key, _, value = tokens[0].partition(":")
+            header[key] = value
+            continue
+        if len(tokens) not in (9, 10):
+            problems.append(
+                LabelProblem(
+                    path, lineno, f"expected 8 coordinates, category, difficult; got {len(tokens)} fields"
+                )
+            )
+            continue
+        try:
+            xy = [float(t) for t in tokens[:8]]
+        except ValueError:
+            problems.append(
+                LabelProblem(path, lineno, f"coordinates must be numbers: {' '.join(tokens[:8])!r}")
+            )
+            continue
+        if not np.isfinite(xy).all():
+            problems.append(LabelProblem(path, lineno, "non-finite coordinate"))
+            continue
+        d = tokens[9] if len(tokens) == 10 else "0"
+        if d not in ("0", "1"):
+            problems.append(LabelProblem(path, lineno, f"difficult flag must be 0 or 1, got {d!r}"))
+            continue
+        if polygon_area(np.array(xy).reshape(4, 2)) <= 0:
+            problems.append(LabelProblem(path, lineno, "polygon has zero area"))
+            continue
+        corners.append(xy)
+        cats.append(tokens[8])
+        diff.append(d == "1")
+    return DotaLabelFile(
+        header=header,
+        corners=np.array(corners, dtype=np.float64).reshape(-1, 4, 2),
+        categories=cats,
+        difficult=np.array(diff, dtype=bool),
+        problems=problems,
+    )
+
+
+def _dota_dirs(path: Path, split: str) -> tuple[Path, Path]:
+    for base in (path / split, path):
+        if (base / "labelTxt").is_dir():
+            return base / "images", base / "labelTxt"
+    raise FileNotFoundError(
+        f"{path}: expected a DOTA folder with labelTxt/ and images/ (or {split}/labelTxt/)"
+    )
+
+
+def read_dota(
+    path: str | Path, split: str = "train", *, names: list[str] | None = None, strict: bool = True
+) -> DatasetSource:
+    """Read a DOTA split as an obb `DatasetSource` (polygons = the labelled corners, rboxes fitted to them).
+
+    `names` defaults to the smallest DOTA class list (v1.0, v1.5, v2.0) holding every category found.
+    """
+    path = Path(path)
+    image_dir, label_dir = _dota_dirs(path, split)
+    images = (
+        {p.stem: p for p in image_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES}
+        if image_dir.is_dir()
+        else {}
+    )
+    parsed: dict[str, DotaLabelFile] = {}
+    problems: list[LabelProblem] = []
+    other: list[str] = []
+    for label in sorted(label_dir.glob("*.txt")):
+        f = parse_dota_file(label)
+        problems.extend(f.problems)
+        if label.stem not in images:
+            other.append(f"{label}: no image {label.stem}.* in {image_dir}")
+            continue
+        parsed[label.stem] = f
+    found = {c for f in parsed.values() for c in f.categories}
+    if names is None:
+        class_list = next(
+            (list(v) for v in (DOTA_V1_NAMES, DOTA_V15_NAMES, DOTA_V2_NAMES) if found <= set(v)), None
+        )
+        if class_list is None:
+            class_list = list(DOTA_V2_NAMES)
+    else:
+        class_list = list(names)
+    index = {n: i for i, n in enumerate(class_list)}
+    records: list[ImageRecord] = []
+    for stem, f in parsed.items():
+        keep = np.ones(len(f.categories), dtype=bool)
+        for i, cat in enumerate(f.categories):
+            if cat not in index:
+                line = _line_of_object(label_dir / f"{stem}.txt", i)
+                problems.append(LabelProblem(label_dir / f"{stem}.txt", line, f"unknown category {cat!r}"))
+                keep[i] = False
+        try:
+            size = image_size(images[stem])
+        except CorruptImageError as exc:
+            other.append(str(exc))
+            continue
+        corners = f.corners[keep]
+        targets = Targets(
+            boxes=np.concatenate([corners.min(1), corners.max(1)], axis=1)
+            if len(corners)
+            else np.zeros((0, 4)),
+            labels=np.array([index[c] for c, k in zip(f.categories, keep, strict=True) if k], dtype=np.int64),
+            polygons=list(corners),
+            rboxes=corners_to_rbox(corners),
+            difficult=f.difficult[keep],
+            image_id=stem,
+            orig_size=size,
+        )
+        records.append(ImageRecord(path=images[stem], targets=targets, image_id=stem, size_hw=size))
+    if problems and strict:
+        raise LabelError(problems)
+    return DatasetSource(
+        records=records,
+        names=dict(enumerate(class_list)),
+        task="obb",
+        root=path,
+        split=split,
+        problems=[str(p) for p in problems] + other,
+    )
+
+
+def _line_of_object(label: Path, index: int) -> int:
+    """1-based line number of the index-th object line of a labelTxt (headers and blank lines skipped)."""
+    count = -1
+    for lineno, line in enumerate(label.read_text(encoding="utf-8").splitlines(), start=1):
+        tokens = line.split()
+        if tokens and not (len(tokens) == 1 and ":" in tokens[0]):
+            count += 1
+            if count == index:
+                return lineno
+    return 0
+
+
+def tile_windows(
+    height: int, width: int, tile_size: int = 1024, overlap: int = 200
+) -> list[tuple[int, int, int, int]]:
+    """(x0, y0, x1, y1) windows covering the scene; stride tile_size − overlap, last window flush with the edge."""
+    if not 0 <= overlap < tile_size:
+        raise ValueError(f"overlap must be in [0, tile_size), got overlap={overlap} tile_size={tile_size}")
+    stride = tile_size - overlap
+
+    def starts(n: int) -> list[int]:
+        if n <= tile_size:
+            return [0]
+        s = list(range(0, n - tile_size, stride))
+        return [*s, n - tile_size]
+
+    return [
+        (x, y, min(x + tile_size, width), min(y + tile_size, height))
+        for y in starts(height)
+        for x in starts(width)
+    ]
+
+
+def _clip_convex(poly: np.ndarray, window: tuple[int, int, int, int]) -> np.ndarray:
+    x0, y0, x1, y1 = window
+    rect = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=np.float32)
+    hull = cv2.convexHull(poly.astype(np.float32))
+    area, inter = cv2.intersectConvexConvex(hull, rect)
+    if inter is None or area <= 0:
+        return np.zeros((0, 2), np.float32)
+    return inter.reshape(-1, 2)
+
+
+def tile_targets(
+    targets: Targets, window: tuple[int, int, int, int], min_visibility: float = 0.7
+) -> tuple[Targets, np.ndarray]:
+    """Objects of `targets` (obb, with polygons) inside `window`, in tile pixels, and their visible fraction.
+
+    Objects entirely inside keep their polygon and rbox exactly (shifted); cut objects are clipped to the tile and
+    refitted; objects with less than `min_visibility` of their area inside are dropped.
+    """
+    if targets.polygons is None:
+        raise ValueError("tile_targets needs polygons (read DOTA or YOLO obb labels)")
+    x0, y0, x1, y1 = window
+    offset = np.array([x0, y0], dtype=np.float32)
+    keep, polys, vis = [], [], []
+    for i, poly in enumerate(targets.polygons):
+        inside = (poly[:, 0] >= x0) & (poly[:, 0] <= x1) & (poly[:, 1] >= y0) & (poly[:, 1] <= y1)
+        if inside.all():
+            keep.append(i)
+            polys.append(poly - offset)
+            vis.append(1.0)
+            continue
+        clipped = _clip_convex(poly, window)
+        full = polygon_area(poly)
+        frac = polygon_area(clipped) / full if full > 0 else 0.0
+        if len(clipped) >= 3 and frac >= min_visibility:
+            keep.append(i)
+            polys.append(clipped - offset)
+            vis.append(frac)
+    sub = targets.select(np.array(keep, dtype=np.int64))
+    rboxes = sub.rboxes.copy() if sub.rboxes is not None else np.zeros((len(keep), 5), np.float32)
+    boxes = np.zeros((len(keep), 4), np.float32)
+    for j, poly in enumerate(polys):
+        if vis[j] == 1.0 and sub.rboxes is not None:
+            rboxes[j, :2] -= offset
+        else:
+            rboxes[j] = corners_to_rbox(poly[None])[0]
+        boxes[j] = np.concatenate([poly.min(0), poly.max(0)])
+    sub.polygons = [p.astype(np.float32) for p in polys]
+    sub.rboxes = rboxes
+    sub.boxes = boxes
+    sub.orig_size = (y1 - y0, x1 - x0)
+    return sub, np.array(vis, dtype=np.float32)
+
+
+def polygon_iou(a: np.ndarray, b: np.ndarray) -> float:
+    """IoU of two convex polygons (P, 2) (exact, `cv2.intersectConvexConvex`)."""
+    inter, _ = cv2.intersectConvexConvex(a.astype(np.float32), b.astype(np.float32))
+    union = polygon_area(a) + polygon_area(b) - inter
+    return float(inter / union) if union > 0 else 0.0
+
+
+def merge_tile_predictions(
+    tiles: list[tuple[tuple[int, int], np.ndarray, np.ndarray, np.ndarray]], iou_threshold: float = 0.1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge per-tile predictions into scene predictions.
+
+    `tiles`: ((x0, y0) tile origin, rboxes (M, 5) tile pixels, scores (M,), labels (M,)). Returns scene
+    (rboxes, scores, labels) after class-wise greedy rotated NMS (polygon IoU > iou_threshold suppresses; ties
+    in score keep the earlier tile).
+    """
+    rbs, scs, lbs = [], [], []
+    for (x0, y0), rb, sc, lb in tiles:
+        rb = np.asarray(rb, dtype=np.float32).reshape(-1, 5).copy()
+        rb[:, 0] += x0
+        rb[:, 1] += y0
+        rbs.append(rb)
+        scs.append(np.asarray(sc, dtype=np.float32).reshape(-1))
+        lbs.append(np.asarray(lb, dtype=np.int64).reshape(-1))
+    if not rbs:
+        return np.zeros((0, 5), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64)
+    rboxes, scores, labels = np.concatenate(rbs), np.concatenate(scs), np.concatenate(lbs)
+    corners = rbox_to_corners(rboxes)
+    order = np.argsort(-scores, kind="stable")
+    kept: list[int] = []
+    for i in order:
+        if all(labels[j] != labels[i] or polygon_iou(corners[i], corners[j]) <= iou_threshold for j in kept):
+            kept.append(int(i))
+    idx = np.array(kept, dtype=np.int64)
+    return rboxes[idx], scores[idx], labels[idx]

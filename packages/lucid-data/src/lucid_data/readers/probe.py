@@ -1,0 +1,72 @@
+"""`load_dataset(path)`: recognise the on-disk layout and dispatch to the YOLO, COCO or DOTA reader.
+
+Recognised, in this order:
+1. a `.yaml`/`.yml` file → YOLO data YAML;
+2. a `.json` file → COCO JSON (images next to it, in `<root>/<split name>` or `<root>/images/<split name>`);
+3. a folder with `labelTxt/` (or `<split>/labelTxt/`) → DOTA;
+4. a folder with `annotations/*.json` → COCO;
+5. a folder with exactly one `*.yaml` data file → YOLO via that YAML;
+6. a folder with `images/` (and `labels/`) → YOLO without a YAML (names are the class ids).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lucid_data.readers.coco import find_coco_json, read_coco
+from lucid_data.readers.dota import read_dota
+from lucid_data.readers.yolo import read_yolo
+from lucid_data.records import DatasetSource, Task
+
+__all__ = ["EXPECTED_LAYOUTS", "detect_layout", "load_dataset"]
+
+EXPECTED_LAYOUTS = (
+    "a YOLO data YAML (path/train/val/names), "
+    "a YOLO folder with images/ and labels/, "
+    "a COCO JSON file or a folder with annotations/*.json, "
+    "or a DOTA folder with labelTxt/ and images/"
+)
+
+
+def detect_layout(path: str | Path, split: str = "train") -> tuple[str, Path]:
+    """("yolo" | "coco" | "dota", the file or folder to read), or a `ValueError` saying what was expected."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist; expected {EXPECTED_LAYOUTS}")
+    if path.is_file():
+        if path.suffix in (".yaml", ".yml"):
+            return "yolo", path
+        if path.suffix == ".json":
+            return "coco", path
+        raise ValueError(f"{path}: unknown file type {path.suffix!r}; expected {EXPECTED_LAYOUTS}")
+    if (path / "labelTxt").is_dir() or (path / split / "labelTxt").is_dir():
+        return "dota", path
+    if (path / "annotations").is_dir() and any((path / "annotations").glob("*.json")):
+        return "coco", path
+    yamls = [p for p in sorted(path.glob("*.y*ml")) if p.suffix in (".yaml", ".yml")]
+    if len(yamls) == 1:
+        return "yolo", yamls[0]
+    if (path / "images").is_dir():
+        return "yolo", path
+    if list(path.glob("*.json")):
+        return "coco", path
+    raise ValueError(f"{path}: cannot tell the dataset layout; expected {EXPECTED_LAYOUTS}")
+
+
+def load_dataset(
+    path: str | Path, split: str = "train", task: Task | None = None, *, strict: bool = True
+) -> DatasetSource:
+    """Read one split of a dataset in any supported layout (see the module docstring).
+
+    `task` overrides the inferred task (YAML `task`/`kpt_shape`, the label line lengths, COCO keypoints).
+    `strict=False` lists bad labels in `DatasetSource.problems` instead of raising `LabelError`.
+    """
+    layout, target = detect_layout(path, split)
+    if layout == "yolo":
+        return read_yolo(target, split, task, strict=strict)
+    if layout == "coco":
+        json_path = target if target.is_file() else find_coco_json(target, split, task)
+        return read_coco(json_path, split, task, strict=strict)
+    if task not in (None, "obb"):
+        raise ValueError(f"{path}: DOTA labels are oriented boxes (task obb), not {task!r}")
+    return read_dota(target, split, strict=strict)
