@@ -1,0 +1,229 @@
+"""COCO JSON ⇄ YOLO txt conversion, built on the readers so a converted dataset reads back to the same Targets.
+
+- `write_yolo(source, output)`: `output/images/<split>/…` (symlinks to the originals, or copies),
+  `output/labels/<split>/<stem>.txt`, and `output/data.yaml` (`path`, the split, `names`, `category_ids`,
+  `kpt_shape`/`flip_idx` for pose, `task`). Crowd instances are dropped (a YOLO line cannot mark them).
+  Coordinates are written with `decimals` significant digits (default 10: reads back to the same float32
+  pixels; 6 gives the customary compact files).
+- `write_coco(source, output)`: `output/annotations/<instances|person_keypoints>_<split>.json` with images linked
+  into `output/images/<split>/`. Category ids are `source.category_ids`; YOLO pose keypoints are named
+  `left_i`/`right_i` for the pairs of `flip_idx` (`kpt_i` when a point maps to itself), so the COCO reader
+  rebuilds the same `flip_idx`. OBB sources cannot be written as COCO (no rotated boxes in the format).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from lucid_data.readers.common import polygon_area, rbox_to_corners
+from lucid_data.readers.probe import load_dataset
+from lucid_data.records import DatasetSource, ImageRecord, Task
+
+__all__ = ["convert", "write_coco", "write_yolo", "yolo_lines"]
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _place_image(src: Path, dst: Path, copy: bool) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.is_symlink() or dst.exists():
+        if dst.resolve() == src.resolve():
+            return
+        dst.unlink()
+    if copy:
+        shutil.copy2(src, dst)
+    else:
+        os.symlink(src.resolve(), dst)
+
+
+def _relative_image_path(record: ImageRecord, source: DatasetSource) -> Path:
+    try:
+        rel = record.path.resolve().relative_to(Path(source.root).resolve())
+    except ValueError:
+        return Path(record.path.name)
+    parts = rel.parts
+    if "images" in parts:  # YOLO layout: keep what follows `images/<split>/`
+        i = len(parts) - 1 - parts[::-1].index("images")
+        rel = Path(*parts[i + 2 :]) if len(parts) > i + 2 else Path(record.path.name)
+    return rel
+
+
+def yolo_lines(record: ImageRecord, task: Task, decimals: int = 10) -> list[str]:
+    """YOLO label lines of one record (normalised by its size); crowd instances are skipped."""
+    h, w = record.size_hw
+    t = record.targets
+    scale = np.array([w, h], dtype=np.float64)
+
+    def fmt(values: np.ndarray) -> str:
+        return " ".join(format(float(v), f".{decimals}g") for v in values)
+
+    lines = []
+    for i in range(len(t)):
+        if t.iscrowd[i]:
+            continue
+        cls = str(int(t.labels[i]))
+        box = t.boxes[i].astype(np.float64)
+        cxcywh = np.array(
+            [
+                (box[0] + box[2]) / 2 / w,
+                (box[1] + box[3]) / 2 / h,
+                (box[2] - box[0]) / w,
+                (box[3] - box[1]) / h,
+            ]
+        )
+        if task == "detect":
+            lines.append(f"{cls} {fmt(cxcywh)}")
+        elif task == "segment":
+            if t.polygons is None:
+                raise ValueError(f"{record.path}: segment conversion needs polygons")
+            lines.append(f"{cls} {fmt((t.polygons[i].astype(np.float64) / scale).reshape(-1))}")
+        elif task == "pose":
+            if t.keypoints is None:
+                raise ValueError(f"{record.path}: pose conversion needs keypoints")
+            kp = t.keypoints[i].astype(np.float64).copy()
+            kp[:, :2] /= scale
+            lines.append(f"{cls} {fmt(cxcywh)} {fmt(kp.reshape(-1))}")
+        else:
+            if t.polygons is not None and len(t.polygons[i]) == 4:
+                corners = t.polygons[i].astype(np.float64)
+            elif t.rboxes is not None:
+                corners = rbox_to_corners(t.rboxes[i : i + 1])[0].astype(np.float64)
+            else:
+                raise ValueError(f"{record.path}: obb conversion needs corners or rboxes")
+            lines.append(f"{cls} {fmt((corners / scale).reshape(-1))}")
+    return lines
+
+
+def write_yolo(
+    source: DatasetSource, output: str | Path, *, copy_images: bool = False, decimals: int = 10
+) -> Path:
+    """Write `source` as a YOLO dataset under `output`; returns the data YAML path (updated per split)."""
+    output = Path(output)
+    split = source.split
+    for record in source.records:
+        rel = _relative_image_path(record, source)
+        _place_image(record.path, output / "images" / split / rel, copy_images)
+        lines = yolo_lines(record, source.task, decimals)
+        _atomic_write_text(
+            (output / "labels" / split / rel).with_suffix(".txt"), "".join(f"{x}\n" for x in lines)
+        )
+    yaml_path = output / "data.yaml"
+    data: dict[str, Any] = {}
+    if yaml_path.is_file():
+        data = yaml.safe_load(yaml_path.read_text(encoding="utf-8")) or {}
+    data.update(
+        {
+            "path": ".",
+            split: f"images/{split}",
+            "task": source.task,
+            "names": {int(k): v for k, v in source.names.items()},
+            "category_ids": [int(c) for c in source.category_ids],
+        }
+    )
+    if source.task == "pose" and source.kpt_shape is not None:
+        data["kpt_shape"] = [int(source.kpt_shape[0]), 3]
+        if source.flip_idx is not None:
+            data["flip_idx"] = [int(i) for i in source.flip_idx]
+    _atomic_write_text(yaml_path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return yaml_path
+
+
+def _keypoint_names(k: int, flip_idx: list[int] | None) -> list[str]:
+    names = [f"kpt_{i}" for i in range(k)]
+    for i, j in enumerate(flip_idx or []):
+        if i < j:
+            names[i], names[j] = f"left_{i}", f"right_{i}"
+    return names
+
+
+def write_coco(source: DatasetSource, output: str | Path, *, copy_images: bool = False) -> Path:
+    """Write `source` as COCO JSON (+ linked images) under `output`; returns the JSON path."""
+    if source.task == "obb":
+        raise ValueError("COCO JSON has no oriented boxes: an obb dataset cannot be converted to COCO")
+    output = Path(output)
+    split = source.split
+    prefix = "person_keypoints" if source.task == "pose" else "instances"
+    json_path = output / "annotations" / f"{prefix}_{split}.json"
+    k = source.kpt_shape[0] if source.kpt_shape else 0
+    categories: list[dict[str, Any]] = []
+    for label, cat_id in enumerate(source.category_ids):
+        cat: dict[str, Any] = {"id": int(cat_id), "name": source.names[label], "supercategory": ""}
+        if source.task == "pose":
+            cat["keypoints"] = _keypoint_names(k, source.flip_idx)
+            cat["skeleton"] = []
+        categories.append(cat)
+    images: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    used_ids: set[Any] = set()
+    for index, record in enumerate(source.records):
+        rel = _relative_image_path(record, source)
+        _place_image(record.path, output / "images" / split / rel, copy_images)
+        image_id: Any = record.image_id
+        if isinstance(image_id, str):
+            image_id = int(image_id) if image_id.isdigit() else index + 1
+        if image_id in used_ids:
+            raise ValueError(f"{record.path}: duplicate image id {image_id}")
+        used_ids.add(image_id)
+        h, w = record.size_hw
+        images.append({"id": image_id, "file_name": rel.as_posix(), "height": int(h), "width": int(w)})
+        t = record.targets
+        for i in range(len(t)):
+            x0, y0, x1, y1 = (float(v) for v in t.boxes[i])
+            ann: dict[str, Any] = {
+                "id": len(annotations) + 1,
+                "image_id": image_id,
+                "category_id": int(source.category_ids[int(t.labels[i])]),
+                "bbox": [x0, y0, x1 - x0, y1 - y0],
+                "area": (x1 - x0) * (y1 - y0),
+                "iscrowd": int(t.iscrowd[i]),
+            }
+            if source.task == "segment" and t.polygons is not None:
+                poly = t.polygons[i].astype(np.float64)
+                ann["segmentation"] = [[float(v) for v in poly.reshape(-1)]]
+                ann["area"] = polygon_area(poly)
+            if source.task == "pose" and t.keypoints is not None:
+                kp = t.keypoints[i].astype(np.float64)
+                ann["keypoints"] = [float(v) if j % 3 != 2 else int(v) for j, v in enumerate(kp.reshape(-1))]
+                ann["num_keypoints"] = int((kp[:, 2] > 0).sum())
+            annotations.append(ann)
+    data = {"info": {"description": f"converted by lucid-data from {source.root}"}, "licenses": [],
+            "images": images, "annotations": annotations, "categories": categories}  # fmt: skip
+    _atomic_write_text(json_path, json.dumps(data))
+    return json_path
+
+
+def convert(
+    source_path: str | Path,
+    output: str | Path,
+    to: str,
+    *,
+    split: str = "train",
+    task: Task | None = None,
+    copy_images: bool = False,
+    decimals: int = 10,
+) -> Path:
+    """Read `source_path` (any layout `load_dataset` knows) and write it as `to` = "yolo" or "coco"."""
+    source = load_dataset(source_path, split, task)
+    if to == "yolo":
+        return write_yolo(source, output, copy_images=copy_images, decimals=decimals)
+    if to == "coco":
+        return write_coco(source, output, copy_images=copy_images)
+    raise ValueError(f"unknown target format {to!r}; expected 'yolo' or 'coco'")
