@@ -1,0 +1,83 @@
+"""Random affine / perspective transform of an image and its targets (border fill 114).
+
+Composition (documented reference augmentation, hyper-parameters `degrees`, `translate`, `scale`, `shear`,
+`perspective`; defaults 0, 0.1, 0.5, 0, 0): M = T · S · R · P · C with C moving the input centre to the origin,
+P a perspective with P[2,0], P[2,1] ~ U(±perspective), R a rotation by U(±degrees) with isotropic scale
+U(1 ± scale), S a shear by U(±shear) degrees on both axes and T a translation to U(0.5 ± translate) of the output
+size. The output canvas is the input size plus 2·border (border = −imgsz/2 after a 2·imgsz mosaic). Pixels are
+warped with cv2.warpAffine (cv2.warpPerspective when perspective ≠ 0), INTER_LINEAR, constant border 114.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+
+from lucid_data.augment.geometry import warp_targets
+from lucid_data.targets import Targets
+
+__all__ = ["random_affine", "random_affine_matrix"]
+
+
+def random_affine_matrix(
+    rng: np.random.Generator,
+    in_hw: tuple[int, int],
+    out_hw: tuple[int, int],
+    *,
+    degrees: float = 0.0,
+    translate: float = 0.1,
+    scale: float = 0.5,
+    shear: float = 0.0,
+    perspective: float = 0.0,
+) -> np.ndarray:
+    """Draw the 3x3 matrix M = T·S·R·P·C (see module docstring); every draw comes from `rng`."""
+    c = np.eye(3)
+    c[0, 2], c[1, 2] = -in_hw[1] / 2, -in_hw[0] / 2
+    p = np.eye(3)
+    p[2, 0], p[2, 1] = rng.uniform(-perspective, perspective), rng.uniform(-perspective, perspective)
+    angle = rng.uniform(-degrees, degrees)
+    s = rng.uniform(1 - scale, 1 + scale)
+    r = np.eye(3)
+    r[:2] = cv2.getRotationMatrix2D(center=(0, 0), angle=angle, scale=s)
+    sh = np.eye(3)
+    sh[0, 1] = math.tan(math.radians(rng.uniform(-shear, shear)))
+    sh[1, 0] = math.tan(math.radians(rng.uniform(-shear, shear)))
+    t = np.eye(3)
+    t[0, 2] = rng.uniform(0.5 - translate, 0.5 + translate) * out_hw[1]
+    t[1, 2] = rng.uniform(0.5 - translate, 0.5 + translate) * out_hw[0]
+    return t @ sh @ r @ p @ c
+
+
+def random_affine(
+    image: np.ndarray,
+    targets: Targets,
+    rng: np.random.Generator,
+    *,
+    out_hw: tuple[int, int],
+    degrees: float = 0.0,
+    translate: float = 0.1,
+    scale: float = 0.5,
+    shear: float = 0.0,
+    perspective: float = 0.0,
+    fill: int = 114,
+) -> tuple[np.ndarray, Targets]:
+    """Warp `image` (HWC uint8) and `targets` with a random matrix onto an `out_hw` canvas; filter degenerates."""
+    m = random_affine_matrix(
+        rng,
+        image.shape[:2],
+        out_hw,
+        degrees=degrees,
+        translate=translate,
+        scale=scale,
+        shear=shear,
+        perspective=perspective,
+    )
+    dsize = (int(out_hw[1]), int(out_hw[0]))
+    border = (fill, fill, fill)
+    if perspective:
+        warped = cv2.warpPerspective(image, m, dsize=dsize, flags=cv2.INTER_LINEAR, borderValue=border)
+    else:
+        warped = cv2.warpAffine(image, m[:2], dsize=dsize, flags=cv2.INTER_LINEAR, borderValue=border)
+    return warped, warp_targets(targets, m, out_hw)

@@ -1,0 +1,57 @@
+"""Horizontal / vertical flips (documented reference defaults fliplr 0.5, flipud 0.0).
+
+A horizontal flip maps x → W − x for boxes (x1, x2 swapped), polygons and keypoints, and reorders keypoints with
+`flip_idx` (left ↔ right, data YAML of pose datasets); a rotated box keeps its centre mirrored and its direction
+θ → π − θ, then returns to the canonical θ ∈ [0, π/2). A vertical flip is the same on y without keypoint
+reordering. Both are involutions: flipping twice gives back the input exactly (up to float rounding).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lucid_data.augment.geometry import canonical_rboxes
+from lucid_data.targets import Targets
+
+__all__ = ["flip_horizontal", "flip_vertical"]
+
+
+def _flip(
+    image: np.ndarray, targets: Targets, axis: int, flip_idx: list[int] | None
+) -> tuple[np.ndarray, Targets]:
+    size = image.shape[1] if axis == 0 else image.shape[0]
+    flipped = np.ascontiguousarray(image[:, ::-1] if axis == 0 else image[::-1])
+    out = targets.copy()
+    lo, hi = (0, 2) if axis == 0 else (1, 3)
+    boxes = out.boxes.copy()
+    boxes[:, lo], boxes[:, hi] = size - out.boxes[:, hi], size - out.boxes[:, lo]
+    out.boxes = boxes
+    if out.polygons is not None:
+        for p in out.polygons:
+            p[:, axis] = size - p[:, axis]
+    if out.masks is not None:
+        out.masks = np.ascontiguousarray(out.masks[:, :, ::-1] if axis == 0 else out.masks[:, ::-1])
+    if out.keypoints is not None and out.keypoints.shape[1] > 0:
+        kpt = out.keypoints
+        labelled = kpt[..., 2] > 0
+        kpt[..., axis] = np.where(labelled, size - kpt[..., axis], kpt[..., axis])
+        if axis == 0 and flip_idx is not None:
+            out.keypoints = np.ascontiguousarray(kpt[:, list(flip_idx)])
+    if out.rboxes is not None and len(out.rboxes):
+        r = out.rboxes.astype(np.float64)
+        r[:, axis] = size - r[:, axis]
+        r[:, 4] = np.pi - r[:, 4]
+        out.rboxes = canonical_rboxes(r).astype(np.float32)
+    return flipped, out
+
+
+def flip_horizontal(
+    image: np.ndarray, targets: Targets, flip_idx: list[int] | None = None
+) -> tuple[np.ndarray, Targets]:
+    """Mirror left-right; keypoints are reordered by `flip_idx` when given (pose)."""
+    return _flip(image, targets, 0, flip_idx)
+
+
+def flip_vertical(image: np.ndarray, targets: Targets) -> tuple[np.ndarray, Targets]:
+    """Mirror top-bottom."""
+    return _flip(image, targets, 1, None)

@@ -1,0 +1,399 @@
+"""`DetectionDataset`: a torch Dataset for detect / segment / pose / obb (no Lightning).
+
+Training (`augment=True`): the `AugmentPipeline` (mosaic, affine, HSV, flips, …; `AugmentConfig` defaults) on
+images whose long side is resized to imgsz. Evaluation (`augment=False`): `lucid_core.geometry.letterbox.letterbox`
+with `auto=False` to a square imgsz, the same letterbox as `predict`; the sample's meta keeps the `LetterboxInfo`
+so predictions map back to original pixels.
+
+Reproducibility (issue 5): the augmentation of sample `index` is drawn from
+`np.random.default_rng(np.random.SeedSequence([seed, epoch, index, rank]))` only, so batches are byte-identical
+for any `num_workers` (call `set_epoch` before creating each epoch's iterator; with `persistent_workers=True`
+the workers keep the epoch they were started with).
+
+Bad input: images whose file is empty, unreadable or a truncated JPEG are found before the first epoch (a cheap
+container check, or a full decode with `verify="full"`) and excluded; they are listed once in a logged warning
+and kept in `dataset.excluded`. An image that still fails to decode mid-epoch is replaced by the next valid
+index (deterministically), recorded and warned about once — never a crash, never silent.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from lucid_data.augment.geometry import polygons_to_min_area_rboxes, scale_translation, warp_targets
+from lucid_data.augment.letterbox import resize_long_side
+from lucid_data.augment.pipeline import AugmentConfig, AugmentPipeline
+from lucid_data.cache import RamImageCache
+from lucid_data.imageio import CorruptImageError, image_size, load_image, verify_image
+from lucid_data.records import DatasetSource, ImageRecord, Task
+from lucid_data.targets import Targets
+
+__all__ = ["DetectionDataset", "ExcludedImage"]
+
+logger = logging.getLogger(__name__)
+
+_JPEG_SOI = b"\xff\xd8"
+_JPEG_EOI = b"\xff\xd9"
+_EOI_TAIL = 4096
+DEFAULT_MASK_RATIO = 4
+
+
+class ExcludedImage(tuple[Path, str]):
+    """(path, reason) of an image left out of the dataset."""
+
+    __slots__ = ()
+
+    def __new__(cls, path: Path, reason: str) -> ExcludedImage:
+        return super().__new__(cls, (Path(path), str(reason)))
+
+    @property
+    def path(self) -> Path:
+        return self[0]
+
+    @property
+    def reason(self) -> str:
+        return self[1]
+
+
+def _quick_check(path: Path) -> str | None:
+    """Cheap container check (no decode): missing/empty file, or a JPEG without its end-of-image marker."""
+    try:
+        size = path.stat().st_size
+        if size == 0:
+            return "empty file"
+        with path.open("rb") as f:
+            head = f.read(2)
+            f.seek(max(size - _EOI_TAIL, 0))
+            tail = f.read()
+    except OSError as exc:
+        return f"cannot read file ({exc.strerror or exc})"
+    if head == _JPEG_SOI and _JPEG_EOI not in tail:
+        return "truncated JPEG (no end-of-image marker FF D9)"
+    return None
+
+
+def _mask_to_polygon(mask: np.ndarray) -> np.ndarray:
+    """Outline of the largest connected part of a bool mask (cv2.findContours), (P, 2) float32."""
+    contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    if not contours:
+        return np.zeros((0, 2), np.float32)
+    best = max(contours, key=cv2.contourArea)
+    return best.reshape(-1, 2).astype(np.float32)
+
+
+def _box_polygon(box: np.ndarray) -> np.ndarray:
+    x1, y1, x2, y2 = (float(v) for v in box)
+    return np.array([[x1, y1], [x2, y1], [x2, y2], [x1, y2]], np.float32)
+
+
+class DetectionDataset(Dataset[dict[str, Any]]):
+    """One split of a dataset as training/evaluation samples {"image", "targets", "meta"[, "masks"]}.
+
+    Args:
+        source: a `DatasetSource` or a path understood by `lucid_data.readers.load_dataset`.
+        imgsz: square network input size.
+        augment: training augmentation (True) or evaluation letterbox (False).
+        augment_config: `AugmentConfig` (reference defaults when None).
+        seed, rank: reproducibility keys (with the epoch set by `set_epoch`).
+        cache: None or "ram" (decoded images kept in memory; refused with the numbers when too large).
+        verify: "quick" (container check of every file), "full" (decode every image once) or "none".
+        mask_ratio: downsampling of the per-instance masks produced for segment (reference mask ratio 4).
+    """
+
+    def __init__(
+        self,
+        source: DatasetSource | str | Path,
+        *,
+        imgsz: int = 640,
+        augment: bool = False,
+        augment_config: AugmentConfig | None = None,
+        split: str = "train",
+        task: Task | None = None,
+        seed: int = 0,
+        rank: int = 0,
+        cache: Literal["ram"] | None = None,
+        verify: Literal["quick", "full", "none"] = "quick",
+        mask_ratio: int = DEFAULT_MASK_RATIO,
+    ) -> None:
+        if isinstance(source, (str, Path)):
+            source = _load_source(Path(source), split, task)
+        self.source = source
+        self.task: Task = task or source.task
+        self.names = dict(source.names)
+        self.kpt_shape = source.kpt_shape
+        self.flip_idx = list(source.flip_idx) if source.flip_idx is not None else None
+        if self.task == "pose" and self.flip_idx is None and self.kpt_shape is not None:
+            self.flip_idx = list(range(self.kpt_shape[0]))
+            logger.warning(
+                "%s: pose dataset without flip_idx: keypoints keep their order on flips", source.root
+            )
+        self.imgsz = int(imgsz)
+        self.augment = bool(augment)
+        self.config = augment_config or AugmentConfig()
+        self.seed = int(seed)
+        self.rank = int(rank)
+        self.epoch = 0
+        self.mosaic_enabled = True
+        self.mask_ratio = int(mask_ratio)
+        if cache not in (None, "ram"):
+            raise ValueError(f'cache must be None or "ram", got {cache!r}')
+        self.excluded: list[ExcludedImage] = []
+        self._warned: set[Path] = set()
+        records = self._verify(list(source.records), verify)
+        self.records: list[ImageRecord] = records
+        self._targets: dict[int, Targets] = {}
+        self.cache: RamImageCache | None = None
+        if cache == "ram" and records:
+            self.cache = RamImageCache([self._load_size(r) for r in records])
+            kept: list[ImageRecord] = []
+            for record in records:
+                image = self._decode_or_none(record)
+                if image is not None:
+                    self.cache.put(len(kept), image)
+                    kept.append(record)
+            self.records = kept
+        self._report_excluded()
+        self.pipeline = AugmentPipeline(
+            self.config, self.imgsz, len(self.records), self._load_train, self.flip_idx
+        )
+
+    # ----------------------------------------------------------------- bookkeeping
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def set_epoch(self, epoch: int, epochs: int | None = None) -> None:
+        """Set the epoch used to seed augmentation; with the total `epochs`, mosaic is switched off for the
+        last `config.close_mosaic` epochs (reference `close_mosaic`)."""
+        self.epoch = int(epoch)
+        if (
+            epochs is not None
+            and self.config.close_mosaic > 0
+            and self.epoch >= int(epochs) - self.config.close_mosaic
+        ):
+            self.close_mosaic()
+
+    def close_mosaic(self) -> None:
+        """Switch mosaic (and the mixup that rides on it) off for the remaining epochs."""
+        self.mosaic_enabled = False
+
+    def rng_for(self, index: int) -> np.random.Generator:
+        """The generator of sample `index`: a function of (seed, epoch, index, rank) only."""
+        return np.random.default_rng(np.random.SeedSequence([self.seed, self.epoch, int(index), self.rank]))
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.names)
+
+    # ----------------------------------------------------------------- bad input
+    def _exclude(self, path: Path, reason: str) -> None:
+        self.excluded.append(ExcludedImage(path, reason))
+
+    def _verify(self, records: list[ImageRecord], verify: str) -> list[ImageRecord]:
+        if verify not in ("quick", "full", "none"):
+            raise ValueError(f'verify must be "quick", "full" or "none", got {verify!r}')
+        if verify == "none":
+            return records
+        kept = []
+        for r in records:
+            reason = _quick_check(Path(r.path))
+            if reason is None and verify == "full":
+                try:
+                    verify_image(r.path)
+                except CorruptImageError as exc:
+                    reason = exc.reason
+            if reason is None:
+                kept.append(r)
+            else:
+                self._exclude(Path(r.path), reason)
+        return kept
+
+    def _report_excluded(self) -> None:
+        if self.excluded:
+            listing = "\n".join(f"  {e.path}: {e.reason}" for e in self.excluded)
+            logger.warning(
+                "%d image(s) excluded from %s/%s:\n%s",
+                len(self.excluded),
+                self.source.root,
+                self.source.split,
+                listing,
+            )
+
+    def _decode_or_none(self, record: ImageRecord) -> np.ndarray | None:
+        try:
+            return self._decode(record)
+        except CorruptImageError as exc:
+            self._exclude(exc.path, exc.reason)
+            return None
+
+    # ----------------------------------------------------------------- loading
+    def _load_size(self, record: ImageRecord) -> tuple[int, int]:
+        h, w = record.size_hw if record.size_hw and record.size_hw[0] > 0 else image_size(record.path)
+        if not self.augment:
+            return int(h), int(w)
+        r = self.imgsz / max(h, w)
+        return min(math.ceil(h * r), self.imgsz), min(math.ceil(w * r), self.imgsz)
+
+    def _decode(self, record: ImageRecord) -> np.ndarray:
+        """The load step: decode; for training also resize the long side to imgsz (what the cache stores)."""
+        image = load_image(record.path)
+        if self.augment:
+            image, _ = resize_long_side(image, self.imgsz)
+        return image
+
+    def _image(self, index: int) -> tuple[int, np.ndarray]:
+        """Image of `index`, or of the next decodable index when it turns out corrupt (recorded and warned once)."""
+        n = len(self.records)
+        for step in range(n):
+            i = (index + step) % n
+            if self.cache is not None:
+                cached = self.cache.get(i)
+                if cached is not None:
+                    return i, cached
+            path = Path(self.records[i].path)
+            if path in self._warned:
+                continue
+            try:
+                return i, self._decode(self.records[i])
+            except CorruptImageError as exc:
+                self._warned.add(path)
+                self._exclude(path, exc.reason)
+                logger.warning(
+                    "excluded corrupt image %s (%s); using the next image instead", path, exc.reason
+                )
+        raise RuntimeError(f"{self.source.root}: no decodable image left in split {self.source.split!r}")
+
+    def targets_for(self, index: int) -> Targets:
+        """The record's targets in original pixels, with exactly the fields this task needs."""
+        cached = self._targets.get(index)
+        if cached is None:
+            cached = self._prepare_targets(self.records[index])
+            self._targets[index] = cached
+        return cached
+
+    def _prepare_targets(self, record: ImageRecord) -> Targets:
+        t = record.targets
+        polygons = keypoints = rboxes = None
+        if self.task == "segment":
+            polygons = []
+            for i in range(len(t)):
+                poly = t.polygons[i] if t.polygons is not None else np.zeros((0, 2), np.float32)
+                if len(poly) < 3 and t.masks is not None:
+                    poly = _mask_to_polygon(t.masks[i])
+                rle_i = record.rles[i] if record.rles is not None else None
+                if len(poly) < 3 and rle_i is not None:
+                    from lucid_data import rle
+
+                    poly = _mask_to_polygon(np.asarray(rle.decode(rle_i)).astype(bool))
+                if len(poly) < 3:
+                    poly = _box_polygon(t.boxes[i])
+                polygons.append(poly)
+        elif self.task == "pose":
+            k = (
+                self.kpt_shape[0]
+                if self.kpt_shape
+                else (t.keypoints.shape[1] if t.keypoints is not None else 0)
+            )
+            keypoints = t.keypoints if t.keypoints is not None else np.zeros((len(t), k, 3), np.float32)
+        elif self.task == "obb":
+            if t.rboxes is not None:
+                rboxes = t.rboxes
+            else:
+                rboxes = polygons_to_min_area_rboxes(t.polygons or [_box_polygon(b) for b in t.boxes]).astype(
+                    np.float32
+                )
+        return Targets(
+            boxes=t.boxes,
+            labels=t.labels,
+            polygons=polygons,
+            keypoints=keypoints,
+            rboxes=rboxes,
+            iscrowd=t.iscrowd,
+            difficult=t.difficult,
+            image_id=record.image_id,
+            orig_size=(int(record.size_hw[0]), int(record.size_hw[1])) if record.size_hw else t.orig_size,
+        )
+
+    def _load_train(self, index: int) -> tuple[np.ndarray, Targets]:
+        """ImageLoader of the pipeline: long-side-resized image and its targets."""
+        i, image = self._image(index)
+        targets = self.targets_for(i)
+        h0, w0 = self.records[i].size_hw if self.records[i].size_hw else targets.orig_size
+        h, w = image.shape[:2]
+        if (h, w) != (h0, w0):
+            targets = warp_targets(
+                targets, scale_translation(w / w0, h / h0, 0, 0), (h, w), filter_candidates=False
+            )
+        return image, targets
+
+    # ----------------------------------------------------------------- samples
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if not 0 <= index < len(self.records):
+            raise IndexError(f"index {index} out of range for a dataset of {len(self.records)} images")
+        letterbox_info = None
+        if self.augment:
+            image, targets = self.pipeline(index, self.rng_for(index), mosaic_enabled=self.mosaic_enabled)
+            used = index
+        else:
+            used, original = self._image(index)
+            targets = self.targets_for(used)
+            image, targets, letterbox_info = _eval_letterbox(original, targets, self.imgsz, self.config.fill)
+        record = self.records[used]
+        targets.image_id = record.image_id
+        orig = tuple(int(v) for v in (record.size_hw or targets.orig_size))
+        targets.orig_size = (orig[0], orig[1])
+        sample: dict[str, Any] = {
+            "image": torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))),
+            "targets": targets,
+            "meta": {
+                "image_id": record.image_id,
+                "path": str(record.path),
+                "orig_size": (orig[0], orig[1]),
+                "letterbox": letterbox_info,
+                "index": used,
+            },
+        }
+        if self.task == "segment":
+            sample["masks"] = rasterize_masks(targets.polygons or [], image.shape[:2], self.mask_ratio)
+        return sample
+
+
+def rasterize_masks(polygons: list[np.ndarray], image_hw: tuple[int, int], ratio: int) -> np.ndarray:
+    """Per-instance uint8 masks (N, H/ratio, W/ratio) of polygons in image pixels (cv2.fillPoly)."""
+    h, w = image_hw[0] // ratio, image_hw[1] // ratio
+    masks = np.zeros((len(polygons), h, w), np.uint8)
+    for i, poly in enumerate(polygons):
+        if len(poly) >= 3:
+            cv2.fillPoly(masks[i], [np.round(np.asarray(poly) / ratio).astype(np.int32)], 1)
+    return masks
+
+
+def _eval_letterbox(
+    image: np.ndarray, targets: Targets, imgsz: int, fill: int
+) -> tuple[np.ndarray, Targets, Any]:
+    """The predict letterbox (lucid_core, auto=False, square imgsz); targets follow with the rounded gains."""
+    from lucid_core.geometry.letterbox import letterbox
+
+    chw, info = letterbox(np.array(image), imgsz, auto=False, fill=fill)
+    gx, gy = info.gain_wh
+    moved = warp_targets(
+        targets, scale_translation(gx, gy, info.left, info.top), info.input_hw, filter_candidates=False
+    )
+    return chw.permute(1, 2, 0).numpy(), moved, info
+
+
+def _load_source(path: Path, split: str, task: Task | None) -> DatasetSource:
+    try:
+        from lucid_data.readers import load_dataset
+    except ImportError:  # readers package without the dispatcher yet: YOLO layout only
+        from lucid_data.readers.yolo import read_yolo
+
+        return read_yolo(path, split, task)
+    return load_dataset(path, split, task)
