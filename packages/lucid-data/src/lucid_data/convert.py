@@ -8,7 +8,7 @@
 - `write_coco(source, output)`: `output/annotations/<instances|person_keypoints>_<split>.json` with images linked
   into `output/images/<split>/`. Category ids are `source.category_ids`; YOLO pose keypoints are named
   `left_i`/`right_i` for the pairs of `flip_idx` (`kpt_i` when a point maps to itself), so the COCO reader
-  rebuilds the same `flip_idx`. OBB sources cannot be written as COCO (no rotated boxes in the format).
+  rebuilds the same `flip_idx`. OBB instances are written with their 4 corners as the segmentation polygon (see `readers.coco`).
 """
 
 from __future__ import annotations
@@ -66,6 +66,15 @@ def _relative_image_path(record: ImageRecord, source: DatasetSource) -> Path:
     return rel
 
 
+def _obb_corners(record: ImageRecord, i: int) -> np.ndarray:
+    t = record.targets
+    if t.polygons is not None and len(t.polygons[i]) == 4:
+        return t.polygons[i]
+    if t.rboxes is not None:
+        return rbox_to_corners(t.rboxes[i : i + 1])[0]
+    raise ValueError(f"{record.path}: obb conversion needs corners or rboxes")
+
+
 def yolo_lines(record: ImageRecord, task: Task, decimals: int = 10) -> list[str]:
     """YOLO label lines of one record (normalised by its size); crowd instances are skipped."""
     h, w = record.size_hw
@@ -102,12 +111,7 @@ def yolo_lines(record: ImageRecord, task: Task, decimals: int = 10) -> list[str]
             kp[:, :2] /= scale
             lines.append(f"{cls} {fmt(cxcywh)} {fmt(kp.reshape(-1))}")
         else:
-            if t.polygons is not None and len(t.polygons[i]) == 4:
-                corners = t.polygons[i].astype(np.float64)
-            elif t.rboxes is not None:
-                corners = rbox_to_corners(t.rboxes[i : i + 1])[0].astype(np.float64)
-            else:
-                raise ValueError(f"{record.path}: obb conversion needs corners or rboxes")
+            corners = _obb_corners(record, i).astype(np.float64)
             lines.append(f"{cls} {fmt((corners / scale).reshape(-1))}")
     return lines
 
@@ -156,8 +160,6 @@ def _keypoint_names(k: int, flip_idx: list[int] | None) -> list[str]:
 
 def write_coco(source: DatasetSource, output: str | Path, *, copy_images: bool = False) -> Path:
     """Write `source` as COCO JSON (+ linked images) under `output`; returns the JSON path."""
-    if source.task == "obb":
-        raise ValueError("COCO JSON has no oriented boxes: an obb dataset cannot be converted to COCO")
     output = Path(output)
     split = source.split
     prefix = "person_keypoints" if source.task == "pose" else "instances"
@@ -199,6 +201,10 @@ def write_coco(source: DatasetSource, output: str | Path, *, copy_images: bool =
                 poly = t.polygons[i].astype(np.float64)
                 ann["segmentation"] = [[float(v) for v in poly.reshape(-1)]]
                 ann["area"] = polygon_area(poly)
+            if source.task == "obb":
+                corners = _obb_corners(record, i).astype(np.float64)
+                ann["segmentation"] = [[float(v) for v in corners.reshape(-1)]]
+                ann["area"] = polygon_area(corners)
             if source.task == "pose" and t.keypoints is not None:
                 kp = t.keypoints[i].astype(np.float64)
                 ann["keypoints"] = [float(v) if j % 3 != 2 else int(v) for j, v in enumerate(kp.reshape(-1))]

@@ -8,6 +8,8 @@
   conversion give identical Targets). RLE segmentations (crowd regions) are kept raw in `ImageRecord.rles`
   (decode with `lucid_data.rle.decode`), their outline is the largest external contour of the decoded mask.
 - keypoints [x1, y1, v1, ...] → (K, 3); `flip_idx` is derived from the keypoint names by swapping `left`/`right`.
+- obb task (lucid-data's own convention, no COCO standard exists): the first segmentation polygon holds the
+  4 corners of the oriented box (more points: their minimum-area rectangle), bbox = the corners' hull.
 - `iscrowd` is kept as a flag (training usually ignores crowd instances; YOLO conversion drops them).
 """
 
@@ -22,7 +24,13 @@ import cv2
 import numpy as np
 
 from lucid_data import rle as rle_codec
-from lucid_data.readers.common import LabelError, LabelProblem, merge_polygon_parts
+from lucid_data.readers.common import (
+    LabelError,
+    LabelProblem,
+    corners_to_rbox,
+    merge_polygon_parts,
+    rbox_to_corners,
+)
 from lucid_data.records import DatasetSource, ImageRecord, Task
 from lucid_data.targets import Targets
 
@@ -112,8 +120,6 @@ def read_coco(
     kpt_names = next((c["keypoints"] for c in categories if c.get("keypoints")), None)
     if task is None:
         task = "pose" if kpt_names else "detect"
-    if task == "obb":
-        raise ValueError(f"{json_path}: COCO JSON has no rotated boxes; use YOLO obb labels or DOTA labelTxt")
     k = len(kpt_names) if kpt_names else 0
     if task == "pose" and not k:
         raise ValueError(f"{json_path}: pose task but no category lists `keypoints`")
@@ -152,6 +158,20 @@ def read_coco(
                     continue
                 poly = np.clip(poly, 0, [w, h])
                 box = np.concatenate([poly.min(0), poly.max(0)])
+            if task == "obb":
+                if not (isinstance(seg, list) and seg and len(seg[0]) >= 8):
+                    problems.append(
+                        LabelProblem(json_path, 0, f"{where}: obb needs a corner polygon segmentation")
+                    )
+                    continue
+                quad = np.asarray(seg[0], dtype=np.float64).reshape(-1, 2)
+                poly = (
+                    quad
+                    if len(quad) == 4
+                    else rbox_to_corners(corners_to_rbox(quad[None]))[0].astype(np.float64)
+                )
+                box = np.concatenate([poly.min(0), poly.max(0)])
+                polys.append(poly)
             if box[2] <= box[0] or box[3] <= box[1]:
                 problems.append(LabelProblem(json_path, 0, f"{where}: empty box {ann.get('bbox')}"))
                 continue
@@ -174,7 +194,8 @@ def read_coco(
         targets = Targets(
             boxes=np.array(boxes, dtype=np.float32).reshape(n, 4),
             labels=np.array(labels, dtype=np.int64),
-            polygons=polys if task == "segment" else None,
+            polygons=polys if task in ("segment", "obb") else None,
+            rboxes=corners_to_rbox(np.array(polys).reshape(n, 4, 2)) if task == "obb" else None,
             keypoints=np.array(kpts, dtype=np.float32).reshape(n, k, 3) if task == "pose" else None,
             iscrowd=np.array(crowd, dtype=bool),
             image_id=im["id"],
