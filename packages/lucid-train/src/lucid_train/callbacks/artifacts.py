@@ -1,0 +1,203 @@
+"""The run directory: checkpoints, metrics, the resolved optimiser, plots and the final summary line (issue 6).
+
+At the end of every training epoch (after validation) :class:`RunArtifacts`
+
+1. closes the epoch on the module (mean loss items; the loss-schedule ``step_epoch``) so the checkpoint holds the
+   state the next epoch starts from;
+2. appends one row to ``metrics.csv`` and ``metrics.jsonl`` (``epoch``, ``train/<loss>``, ``lr/pg<i>``,
+   ``metrics/mAP50``, ``metrics/mAP50-95``, ``epoch_seconds``), each file rewritten atomically;
+3. writes ``last.ckpt`` and, when mAP50-95 improved, ``best.ckpt`` plus ``best.safetensors`` + ``best.json`` (the
+   EMA model in the lucid-core format) - every file through a temporary name and ``os.replace``.
+
+A run stopped by an exception (e.g. a non-finite loss) writes nothing more, so the last good ``last.ckpt`` stays.
+At the end of ``fit`` it writes ``curves.png``/``val_predictions.png`` when lucid-viz is installed and prints one
+summary line.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def run_dir_of(trainer: pl.Trainer) -> Path:
+    """The run directory: ``trainer.default_root_dir``."""
+    return Path(trainer.default_root_dir)
+
+
+class RunArtifacts(pl.Callback):
+    """Checkpoints (last + best by mAP50-95), metrics CSV/JSONL, resolved optimiser, plots and summary line."""
+
+    def __init__(self, monitor: str = "metrics/mAP50-95") -> None:
+        self.monitor = monitor
+        self.rows: list[dict[str, Any]] = []
+        self.best_score = -math.inf
+        self.best_epoch = -1
+        self._epoch_started = 0.0
+        self._fit_started = 0.0
+
+    # ------------------------------------------------------------------ state (resume keeps the history)
+    def state_dict(self) -> dict[str, Any]:
+        return {"rows": self.rows, "best_score": self.best_score, "best_epoch": self.best_epoch}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.rows = list(state_dict.get("rows", []))
+        self.best_score = float(state_dict.get("best_score", -math.inf))
+        self.best_epoch = int(state_dict.get("best_epoch", -1))
+
+    # ------------------------------------------------------------------ hooks
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._fit_started = time.perf_counter()
+        resolved = getattr(pl_module, "resolved", None)
+        if trainer.is_global_zero and resolved is not None:
+            atomic_write_text(
+                run_dir_of(trainer) / "optimizer.json", json.dumps(resolved.as_dict(), indent=2) + "\n"
+            )
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_started = time.perf_counter()
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        close = getattr(pl_module, "close_epoch", None)
+        if close is not None:
+            close()
+        epoch = int(trainer.current_epoch)
+        row: dict[str, Any] = {"epoch": epoch}
+        for name, value in getattr(pl_module, "train_epoch_items", {}).items():
+            row[f"train/{name}"] = value
+        optimizer = trainer.optimizers[0] if trainer.optimizers else None
+        if optimizer is not None:
+            for i, group in enumerate(optimizer.param_groups):
+                row[f"lr/pg{i}"] = float(group["lr"])
+        val = dict(getattr(pl_module, "val_metrics", {}))
+        row.update(val)
+        row["epoch_seconds"] = round(time.perf_counter() - self._epoch_started, 3)
+        self.rows.append(row)
+        run_dir = run_dir_of(trainer)
+        score = val.get(self.monitor)
+        improved = score is not None and score > self.best_score
+        if improved:
+            self.best_score = float(score)  # type: ignore[arg-type]
+            self.best_epoch = epoch
+        if trainer.is_global_zero:
+            self._write_metrics(run_dir)
+        self._save_checkpoint(trainer, run_dir / "last.ckpt")
+        if improved:
+            self._save_checkpoint(trainer, run_dir / "best.ckpt")
+            if trainer.is_global_zero and hasattr(pl_module, "export_ema"):
+                pl_module.export_ema(run_dir / "best.safetensors")
+        if trainer.is_global_zero:
+            shown = ", ".join(f"{k}={v:.4g}" for k, v in row.items() if k != "epoch" and isinstance(v, float))
+            rank_zero_info(f"epoch {epoch}: {shown}")
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.is_global_zero:
+            return
+        run_dir = run_dir_of(trainer)
+        self._write_plots(trainer, pl_module, run_dir)
+        seconds = time.perf_counter() - self._fit_started
+        last = self.rows[-1] if self.rows else {}
+        best = next((r for r in self.rows if r["epoch"] == self.best_epoch), {})
+        summary = (
+            f"lucid-train: {len(self.rows)} epochs in {seconds:.1f} s; "
+            f"final mAP50-95 {last.get('metrics/mAP50-95', float('nan')):.4f} "
+            f"mAP50 {last.get('metrics/mAP50', float('nan')):.4f}; "
+            f"best mAP50-95 {best.get('metrics/mAP50-95', float('nan')):.4f} at epoch {self.best_epoch}; "
+            f"run {run_dir} (best.safetensors, last.ckpt, metrics.csv)"
+        )
+        atomic_write_text(run_dir / "summary.txt", summary + "\n")
+        print(summary, flush=True)
+
+    # ------------------------------------------------------------------ writers
+    def _write_metrics(self, run_dir: Path) -> None:
+        columns: list[str] = []
+        for row in self.rows:
+            columns += [k for k in row if k not in columns]
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=columns, restval="", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.rows)
+        atomic_write_text(run_dir / "metrics.csv", buffer.getvalue())
+        atomic_write_text(run_dir / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in self.rows))
+
+    @staticmethod
+    def _save_checkpoint(trainer: pl.Trainer, path: Path) -> None:
+        """``trainer.save_checkpoint`` to a temporary name (all ranks: it is collective), then ``os.replace``."""
+        tmp = path.with_name(f".{path.name}.tmp")
+        trainer.save_checkpoint(tmp)
+        if trainer.is_global_zero:
+            os.replace(tmp, path)
+
+    def _write_plots(self, trainer: pl.Trainer, pl_module: pl.LightningModule, run_dir: Path) -> None:
+        try:
+            from lucid_viz.training import write_fit_plots
+        except ImportError:
+            return
+        try:
+            images, predictions, targets = _sample_predictions(trainer, pl_module)
+            write_fit_plots(
+                run_dir,
+                images,
+                predictions,
+                targets,
+                getattr(pl_module, "task", "detect"),
+                getattr(pl_module, "names", {}),
+            )
+        except Exception as exc:  # plotting must never fail a finished run
+            rank_zero_warn(f"could not write plots to {run_dir}: {type(exc).__name__}: {exc}")
+
+
+def _sample_predictions(
+    trainer: pl.Trainer, pl_module: pl.LightningModule, count: int = 8
+) -> tuple[Any, Any, Any]:
+    """First ``count`` validation images (HWC uint8 numpy), their EMA-model detections and targets."""
+    from lucid_core.decode import postprocess
+
+    datamodule = trainer.datamodule  # type: ignore[attr-defined]
+    batch = next(iter(datamodule.val_dataloader()))
+    images = batch["images"][:count]
+    model = pl_module.eval_model()  # type: ignore[operator]
+    with torch.no_grad():
+        pred = model(images.to(pl_module.device).float() / 255.0)
+    if isinstance(pred, tuple):
+        pred = pred[0]
+    end2end = bool(getattr(model, "end2end", False))
+    detections = postprocess(
+        pred,
+        task=pl_module.task,
+        nc=pl_module.num_classes,
+        mode="topk" if end2end else "nms",  # type: ignore[arg-type]
+        conf=0.25,
+        iou=0.7,
+        max_det=300,
+    )
+    numpy_images = [img.permute(1, 2, 0).cpu().numpy() for img in images]
+    return (
+        numpy_images,
+        [d.to("cpu") if hasattr(d, "to") else d for d in detections],
+        batch["targets"][:count],
+    )

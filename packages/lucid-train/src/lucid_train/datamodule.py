@@ -1,0 +1,242 @@
+"""`DetectionDataModule`: lucid-data datasets as Lightning dataloaders, and the embedded synthetic default.
+
+With ``root=None`` (``lucid-train fit`` with no arguments) the shapes detection dataset is synthesised once with
+``lucid_data.synth.synthesize`` into ``$LUCID_CACHE_DIR`` (default ``~/.cache/lucid-yolo``) under a directory named
+after the synthesis parameters (``shapes-detect-v1-…``) and reused when present; it is written to a temporary
+directory and renamed into place, so an interrupted synthesis never leaves a half dataset behind.
+
+Sampling: :class:`~lucid_train.sampler.ShardedEpochSampler` (one seeded permutation per epoch, identical on every
+rank); augmentation: ``lucid_data.DetectionDataset`` keyed by (seed, epoch, index, rank) - the module sets the
+dataset's epoch and rank, and switches mosaic off ``close_mosaic`` epochs before the end. Workers are not persistent,
+so every epoch's workers see the dataset state set at ``on_train_epoch_start``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+from torch.utils.data import DataLoader
+
+from lucid_train.errors import TrainingSetupError
+from lucid_train.sampler import ShardedEpochSampler
+
+#: version tag of the embedded default dataset (bump when the synthesis changes).
+SHAPES_TAG = "shapes-detect-v1"
+
+
+@dataclass
+class SynthConfig:
+    """Parameters of the embedded synthetic shapes dataset (used when ``data.root`` is not given)."""
+
+    n_train: int = 1000
+    n_val: int = 100
+    imgsz: int = 128
+    seed: int = 0
+
+
+def cache_root() -> Path:
+    """``$LUCID_CACHE_DIR`` or ``~/.cache/lucid-yolo``."""
+    return Path(os.environ.get("LUCID_CACHE_DIR", Path.home() / ".cache" / "lucid-yolo"))
+
+
+def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None) -> Path:
+    """Path of the data YAML of the synthetic shapes dataset for ``config``, synthesising it when absent."""
+    from lucid_data.synth import synthesize
+
+    base = cache_dir if cache_dir is not None else cache_root()
+    digest = hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode()).hexdigest()[:8]
+    target = base / f"{SHAPES_TAG}-{digest}"
+    marker = target / "lucid-synth.json"
+    if marker.is_file():
+        return target / json.loads(marker.read_text())["yaml"]
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=base))
+    try:
+        yaml_path = Path(
+            synthesize(
+                "detect",
+                tmp,
+                n_train=config.n_train,
+                n_val=config.n_val,
+                imgsz=config.imgsz,
+                seed=config.seed,
+            )
+        )
+        (tmp / "lucid-synth.json").write_text(
+            json.dumps(
+                {"yaml": str(yaml_path.resolve().relative_to(tmp.resolve())), "config": asdict(config)}
+            )
+        )
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process won the race: use its copy
+            if not marker.is_file():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target / json.loads(marker.read_text())["yaml"]
+
+
+class DetectionDataModule(pl.LightningDataModule):
+    """Train/val dataloaders over any layout ``lucid_data.load_dataset`` reads.
+
+    Args:
+        root: a YOLO data YAML, YOLO images/labels folder or COCO JSON; ``None`` = the synthetic shapes dataset.
+        train_split: split used for training.
+        val_split: split used for validation (in-training and ``lucid-train validate``).
+        imgsz: network input size; ``None`` = 640 for a real dataset, ``synth.imgsz`` for the shapes dataset.
+        batch_size: images per batch and per process.
+        workers: dataloader worker processes.
+        seed: seed of the sampler permutation and of the augmentation streams.
+        close_mosaic: mosaic is switched off for the last ``close_mosaic`` epochs (reference default 10).
+        cache: ``"ram"`` to cache decoded images (lucid-data refuses when it will not fit).
+        augment: augmentation hyper-parameters (``lucid_data`` ``AugmentConfig`` fields); ``None`` = defaults.
+        synth: parameters of the synthetic shapes dataset (only when ``root`` is ``None``).
+    """
+
+    def __init__(
+        self,
+        root: str | None = None,
+        train_split: str = "train",
+        val_split: str = "val",
+        imgsz: int | None = None,
+        batch_size: int = 16,
+        workers: int = 2,
+        seed: int = 0,
+        close_mosaic: int = 10,
+        cache: str | None = None,
+        augment: dict[str, Any] | None = None,
+        synth: SynthConfig | None = None,
+    ) -> None:
+        super().__init__()
+        if batch_size < 1:
+            raise TrainingSetupError(f"data.batch_size: expected >= 1, got {batch_size}")
+        self.synth = synth if synth is not None else SynthConfig()
+        if root is None:
+            self.root = shapes_dataset(self.synth)
+            default_imgsz = self.synth.imgsz
+        else:
+            self.root = Path(root).expanduser()
+            if not self.root.exists():
+                raise TrainingSetupError(
+                    f"data.root: {root} does not exist; expected a YOLO data YAML (with path/train/val/names), a "
+                    "YOLO images/labels folder or a COCO annotation JSON. Omit --data.root to train on the "
+                    "synthetic shapes dataset."
+                )
+            default_imgsz = 640
+        self.imgsz = int(imgsz) if imgsz is not None else default_imgsz
+        self.train_split = train_split
+        self.val_split = val_split
+        self.batch_size = batch_size
+        self.workers = workers
+        self.seed = seed
+        self.close_mosaic_epochs = close_mosaic
+        self.cache = cache
+        self.augment = dict(augment or {})
+        self._sources: dict[str, Any] = {}
+        self._datasets: dict[str, Any] = {}
+        train = self.source(train_split)
+        self.names: dict[int, str] = {int(k): str(v) for k, v in train.names.items()}
+        self.num_classes = len(self.names)
+        if self.num_classes < 1:
+            raise TrainingSetupError(f"{self.root}: the dataset declares no class names; expected `names`.")
+
+    # ------------------------------------------------------------------ sources and datasets
+    def source(self, split: str) -> Any:
+        if split not in self._sources:
+            from lucid_data import load_dataset
+
+            try:
+                self._sources[split] = load_dataset(self.root, split=split, task="detect")
+            except FileNotFoundError as exc:
+                raise TrainingSetupError(
+                    f"{self.root}: split {split!r} could not be read ({exc}); expected the data YAML's "
+                    f"`{split}` entry to point at an images folder or list."
+                ) from exc
+            if len(self._sources[split]) == 0:
+                raise TrainingSetupError(
+                    f"{self.root}: split {split!r} has no images; expected at least one."
+                )
+        return self._sources[split]
+
+    def val_source(self) -> Any:
+        return self.source(self.val_split)
+
+    def dataset(self, split: str, *, augment: bool) -> Any:
+        key = f"{split}:{augment}"
+        if key not in self._datasets:
+            from lucid_data import DetectionDataset
+
+            kwargs: dict[str, Any] = {"imgsz": self.imgsz, "augment": augment, "seed": self.seed}
+            if self.cache:
+                kwargs["cache"] = self.cache
+            if augment and self.augment:
+                from lucid_data.augment.pipeline import AugmentConfig
+
+                kwargs["config"] = AugmentConfig(**self.augment)
+            self._datasets[key] = DetectionDataset(self.source(split), **kwargs)
+        return self._datasets[key]
+
+    @property
+    def train_dataset(self) -> Any:
+        return self.dataset(self.train_split, augment=True)
+
+    def _rank_world(self) -> tuple[int, int]:
+        trainer = self.trainer
+        if trainer is None:
+            return 0, 1
+        return int(trainer.global_rank), int(trainer.world_size)
+
+    def _loader(self, dataset: Any, *, shuffle: bool, sharded: bool = True) -> DataLoader[Any]:
+        from lucid_data import collate
+
+        rank, world = self._rank_world() if sharded else (0, 1)
+        if hasattr(dataset, "rank"):
+            dataset.rank = rank
+        sampler = ShardedEpochSampler(
+            len(dataset), shuffle=shuffle, seed=self.seed, rank=rank, world_size=world
+        )
+        return DataLoader(
+            dataset,
+            batch_size=self.batch_size,
+            sampler=sampler,
+            num_workers=self.workers,
+            collate_fn=collate,
+            persistent_workers=False,
+            drop_last=False,
+        )
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        return self._loader(self.train_dataset, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader[Any]:
+        # Not sharded: every rank scores the whole split, so the metric never depends on the world size.
+        return self._loader(self.dataset(self.val_split, augment=False), shuffle=False, sharded=False)
+
+    def test_dataloader(self) -> DataLoader[Any]:
+        return self.val_dataloader()
+
+    def predict_dataloader(self) -> DataLoader[Any]:
+        return self.val_dataloader()
+
+    # ------------------------------------------------------------------ per-epoch dataset state
+    def prepare_epoch(self, epoch: int, max_epochs: int) -> bool:
+        """Set the train dataset's epoch; close mosaic for the last ``close_mosaic`` epochs. True when closed now."""
+        dataset = self.train_dataset
+        if hasattr(dataset, "set_epoch"):
+            dataset.set_epoch(epoch)
+        closing = self.close_mosaic_epochs > 0 and epoch >= max_epochs - self.close_mosaic_epochs
+        if closing and not getattr(self, "_mosaic_closed", False):
+            dataset.close_mosaic()
+            self._mosaic_closed = True
+            return True
+        return False

@@ -1,0 +1,24 @@
+"""Errors raised by lucid-train with one-paragraph messages naming what was expected (issue 6 "Failure behaviour")."""
+
+from __future__ import annotations
+
+
+class TrainingSetupError(ValueError):
+    """A dataset path, checkpoint or config does not fit the run (raised before any training step)."""
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN/inf; the run stops and the last good checkpoint (``last.ckpt``) is kept."""
+
+    def __init__(self, *, step: int, epoch: int, batch_index: int, items: dict[str, float], paths: list[str]):
+        self.step = step
+        self.epoch = epoch
+        self.batch_index = batch_index
+        shown = ", ".join(paths[:4]) + (f" (+{len(paths) - 4} more)" if len(paths) > 4 else "")
+        terms = ", ".join(f"{k}={v:.6g}" for k, v in items.items())
+        super().__init__(
+            f"non-finite training loss at optimizer step {step} (epoch {epoch}, batch {batch_index}); loss terms: "
+            f"{terms}; images in the batch: {shown or 'unknown'}. Training stopped; the last good checkpoint "
+            "(last.ckpt of the previous epoch) was kept. Lower --optimizer.lr0, check these labels, or resume with "
+            "--ckpt_path pointing at last.ckpt."
+        )

@@ -1,0 +1,506 @@
+"""`DetectionLitModule`: a lucid-core YOLO model + objective trained with the reference recipe under Lightning.
+
+Optimisation is manual (Lightning's documented manual-optimisation mode, no custom loop) because the recipe needs,
+per batch iteration ``ni = batch + epoch · batches_per_epoch`` (issue 6 "Recipe defaults"):
+
+* the warm-up/decay learning rate and momentum of every parameter group (``lucid_core.optim.lr_momentum_at``);
+* gradient accumulation to the nominal batch 64, with the accumulation count itself ramped from 1 during warm-up;
+* global-norm gradient clipping at 10.0 before every optimizer step;
+* an EMA update after every optimizer step (weights and buffers);
+* the objective and BatchNorm in float32 under mixed precision (:mod:`lucid_train.precision`).
+
+An optimizer step is also taken on the last batch of every epoch, so a checkpoint written at the end of an epoch
+never holds half-accumulated gradients and a resumed run continues bit-for-bit (documented in docs/TRAINING.md).
+Validation scores the EMA model in eval mode with :mod:`lucid_train.eval` - the same code as ``lucid-eval``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+from torch import Tensor, nn
+
+from lucid_train.errors import NonFiniteLossError, TrainingSetupError
+from lucid_train.precision import float32_output, keep_batchnorm_float32
+from lucid_train.recipe import (
+    EMAConfig,
+    LossConfig,
+    OptimizerConfig,
+    ResolvedOptimizer,
+    resolve_optimizer,
+)
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses → dicts, recursively (checkpoints stay loadable with ``torch.load(weights_only=True)``)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {k: _plain(v) for k, v in asdict(value).items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _as_config(value: Any, cls: type[Any]) -> Any:
+    if value is None:
+        return cls()
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, dict):
+        return cls(**value)
+    raise TypeError(f"expected {cls.__name__} or a mapping, got {type(value).__name__}")
+
+
+def rng_state() -> dict[str, Any]:
+    """Every RNG the training touches (python, numpy legacy global, torch CPU, CUDA if present), weights_only-safe."""
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state(legacy=True)  # type: ignore[misc]
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": [
+            np_name,
+            torch.from_numpy(np.asarray(np_keys).copy()),
+            int(np_pos),
+            int(np_has_gauss),
+            float(np_gauss),
+        ],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Inverse of :func:`rng_state`."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, gauss_value = state["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, gauss_value))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class DetectionLitModule(pl.LightningModule):
+    """A YOLO detector (``lucid_core.models.build_model``) trained with the reference recipe.
+
+    Args:
+        family: model family (``yolo26``, ``yolo11``, ``yolov8``).
+        task: ``detect`` (the other tasks' objectives plug in here later).
+        scale: ``n``, ``s``, ``m``, ``l`` or ``x``.
+        num_classes: number of classes; linked from the data module by ``lucid-train``.
+        names: class names (index → name); linked from the data module by ``lucid-train``.
+        imgsz: training/validation image size (linked from the data module); stored in exported weights.
+        weights: optional lucid-core weights (``.safetensors`` + JSON) to start from; the class count must match.
+        optimizer: optimiser, schedule, warm-up, accumulation and clipping (:class:`OptimizerConfig`).
+        ema: weight EMA (:class:`EMAConfig`).
+        loss: loss gains (:class:`LossConfig`).
+        val_conf: confidence threshold of validation decoding (reference val default 0.001).
+        val_iou: NMS IoU of validation decoding (reference val default 0.7).
+        max_det: detections kept per image in validation (300).
+        decode: validation decode path; ``None`` = the family default (yolo26 one-to-one top-k, others NMS).
+    """
+
+    def __init__(
+        self,
+        family: str = "yolo26",
+        task: str = "detect",
+        scale: str = "n",
+        num_classes: int = 80,
+        names: dict[int, str] | None = None,
+        imgsz: int = 640,
+        weights: str | None = None,
+        optimizer: OptimizerConfig | None = None,
+        ema: EMAConfig | None = None,
+        loss: LossConfig | None = None,
+        val_conf: float = 0.001,
+        val_iou: float = 0.7,
+        max_det: int = 300,
+        decode: str | None = None,
+    ) -> None:
+        super().__init__()
+        if task != "detect":
+            raise TrainingSetupError(
+                f"model.task: lucid-train trains task 'detect' so far; got {task!r} (segment/pose/obb objectives "
+                "are not wired into training yet)."
+            )
+        self.save_hyperparameters()
+        self.automatic_optimization = False
+        self.family = family
+        self.task = task
+        self.scale = scale
+        self.num_classes = int(num_classes)
+        self.names = {int(k): str(v) for k, v in (names or {}).items()} or {
+            i: str(i) for i in range(self.num_classes)
+        }
+        self.imgsz = int(imgsz)
+        self.optimizer_config: OptimizerConfig = _as_config(optimizer, OptimizerConfig)
+        self.ema_config: EMAConfig = _as_config(ema, EMAConfig)
+        self.loss_config: LossConfig = _as_config(loss, LossConfig)
+        self.val_conf = val_conf
+        self.val_iou = val_iou
+        self.max_det = max_det
+        self.decode = decode
+
+        self.model = self._build_model(weights)
+        self.criterion = self._build_loss()
+        # The EMA copy is a registered submodule: Lightning moves it to the device and checkpoints it.
+        self.ema_model = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.ema_updates = 0
+        self.resolved: ResolvedOptimizer | None = None
+        self.last_opt_step = -1
+        self.accumulate = 1
+        self.loss_history: list[list[float]] = []  # per batch: loss items, for the determinism test / summary
+        self._epoch_item_sums: Tensor | None = None
+        self._epoch_item_count = 0
+        self.train_epoch_items: dict[str, float] = {}
+        self.val_metrics: dict[str, float] = {}
+        self._evaluator: Any = None
+        self._closed_epoch = -1
+
+    # ------------------------------------------------------------------ construction
+    def _build_model(self, weights: str | None) -> nn.Module:
+        if weights:
+            from lucid_core.checkpoint import load_model
+
+            path = Path(weights)
+            if not path.exists() and not path.with_suffix(".safetensors").exists():
+                raise TrainingSetupError(
+                    f"model.weights: {weights} does not exist; expected lucid-core weights (a .safetensors file "
+                    "with its .json config, as written by best.safetensors in a run directory)."
+                )
+            model = load_model(path)
+            if int(model.num_classes) != self.num_classes:
+                raise TrainingSetupError(
+                    f"class-count mismatch: the weights {weights} have {model.num_classes} classes but the "
+                    f"dataset has {self.num_classes}; expected equal counts (train from scratch without "
+                    "--model.weights, or use a dataset with the checkpoint's classes)."
+                )
+            return model  # type: ignore[no-any-return]
+        from lucid_core.models import build_model
+
+        return build_model(family=self.family, task=self.task, scale=self.scale, num_classes=self.num_classes)  # type: ignore[no-any-return]
+
+    def _build_loss(self) -> nn.Module:
+        from lucid_core import loss as loss_mod
+
+        kwargs = {
+            "num_classes": self.num_classes,
+            "reg_max": int(self.model.reg_max),  # type: ignore[arg-type]
+            "strides": tuple(int(s) for s in self.model.strides),  # type: ignore[union-attr]
+            "box": self.loss_config.box,
+            "cls": self.loss_config.cls,
+            "dfl": self.loss_config.dfl,
+            "topk": self.loss_config.topk,
+            "alpha": self.loss_config.alpha,
+            "beta": self.loss_config.beta,
+        }
+        if getattr(self.model, "end2end", False):
+            return loss_mod.E2EDetectionLoss(**kwargs)  # type: ignore[no-any-return]
+        return loss_mod.DetectionLoss(**kwargs)  # type: ignore[no-any-return]
+
+    @property
+    def loss_names(self) -> list[str]:
+        return list(getattr(self.criterion, "loss_names", ("box_loss", "cls_loss", "dfl_loss")))
+
+    # ------------------------------------------------------------------ optimiser
+    def _global_batch_size(self) -> int:
+        dm = getattr(self.trainer, "datamodule", None)
+        batch = int(getattr(dm, "batch_size", 16))
+        return batch * max(int(self.trainer.world_size), 1)
+
+    def _batches_per_epoch(self) -> int:
+        nb = self.trainer.num_training_batches
+        if isinstance(nb, int | float) and math.isfinite(nb) and nb > 0:
+            return int(nb)
+        dm = getattr(self.trainer, "datamodule", None)
+        return max(len(dm.train_dataloader()) if dm is not None else 1, 1)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        from lucid_core import optim as core_optim
+
+        batch = self._global_batch_size()
+        epochs = int(self.trainer.max_epochs or 1)
+        try:
+            total = int(self.trainer.estimated_stepping_batches)
+        except Exception:  # pragma: no cover - e.g. no dataloader yet
+            total = epochs * 100
+        self.resolved = resolve_optimizer(
+            self.optimizer_config,
+            family=self.family,
+            num_classes=self.num_classes,
+            batch_size=batch,
+            total_iterations=total,
+        )
+        self.accumulate = self.resolved.accumulate
+        rank_zero_info(self.resolved.describe())
+        boost = None
+        if self.optimizer_config.cls_lr_boost and hasattr(self.model, "cls_branch_parameter_names"):
+            boosted = set(self.model.cls_branch_parameter_names())
+            boost = boosted.__contains__
+        groups = core_optim.build_param_groups(
+            self.model,
+            optimizer=self.resolved.name,
+            lr=self.resolved.lr0,
+            momentum=self.resolved.momentum,
+            weight_decay=self.resolved.weight_decay,
+            batch_size=batch,
+            nominal_batch=self.optimizer_config.nominal_batch,
+            boost=boost,
+        )
+        name = self.resolved.name
+        if name == "SGD":
+            return torch.optim.SGD(
+                groups,
+                lr=self.resolved.lr0,
+                momentum=self.resolved.momentum,
+                nesterov=self.optimizer_config.nesterov,
+            )
+        if name == "AdamW":
+            return torch.optim.AdamW(
+                groups, lr=self.resolved.lr0, betas=(self.resolved.momentum, 0.999), weight_decay=0.0
+            )
+        return core_optim.MuSGD(  # type: ignore[no-any-return]
+            groups,
+            lr=self.resolved.lr0,
+            momentum=self.resolved.momentum,
+            nesterov=self.optimizer_config.nesterov,
+        )
+
+    def _apply_schedule(self, optimizer: torch.optim.Optimizer, iteration: int, epoch: int, nb: int) -> None:
+        """Set lr and momentum of every group for batch iteration ``iteration`` (warm-up, then linear decay)."""
+        from lucid_core import optim as core_optim
+
+        assert self.resolved is not None
+        cfg = self.optimizer_config
+        values = core_optim.lr_momentum_at(
+            iteration,
+            epoch,
+            groups=optimizer.param_groups,
+            lr0=self.resolved.lr0,
+            lrf=cfg.lrf,
+            epochs=int(self.trainer.max_epochs or 1),
+            iters_per_epoch=nb,
+            warmup_epochs=cfg.warmup_epochs,
+            warmup_min_iters=cfg.warmup_min_iters,
+            warmup_momentum=cfg.warmup_momentum,
+            warmup_bias_lr=cfg.warmup_bias_lr,
+            momentum=self.resolved.momentum,
+        )
+        for group, (lr, momentum) in zip(optimizer.param_groups, values):
+            group["lr"] = lr * group.get("lr_scale", 1.0)
+            if "betas" in group:
+                group["betas"] = (momentum, group["betas"][1])
+            elif "momentum" in group:
+                group["momentum"] = momentum
+
+    def _warmup_iterations(self, nb: int) -> int:
+        cfg = self.optimizer_config
+        return max(round(cfg.warmup_epochs * nb), cfg.warmup_min_iters) if cfg.warmup_epochs > 0 else 0
+
+    def _accumulate_at(self, iteration: int, nb: int) -> int:
+        """Accumulation count at ``iteration``: ramped 1 → nominal/batch during warm-up (reference behaviour)."""
+        nw = self._warmup_iterations(nb)
+        if nw > 0 and iteration <= nw:
+            target = self.optimizer_config.nominal_batch / self._global_batch_size()
+            return max(1, round(float(np.interp(iteration, [0, nw], [1, target]))))
+        return self.accumulate
+
+    # ------------------------------------------------------------------ training
+    def on_fit_start(self) -> None:
+        if self.trainer.precision in ("bf16-mixed", "16-mixed", "bf16", "16"):
+            keep_batchnorm_float32(self.model)
+            keep_batchnorm_float32(self.ema_model)
+
+    def forward(self, images: Tensor) -> Any:
+        return self.model(images)
+
+    @staticmethod
+    def _images(batch: dict[str, Any]) -> Tensor:
+        images = batch["images"]
+        return images.float() / 255.0 if images.dtype == torch.uint8 else images.float()
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
+        optimizer = self.optimizers()
+        assert isinstance(optimizer, pl.core.optimizer.LightningOptimizer)
+        nb = self._batches_per_epoch()
+        epoch = int(self.current_epoch)
+        iteration = batch_idx + nb * epoch
+
+        output = self.model(self._images(batch))
+        with torch.autocast(device_type=self.device.type, enabled=False):
+            total, items = self.criterion(float32_output(output), batch)
+        items = items.detach().float()
+        if not bool(torch.isfinite(total)) or not bool(torch.isfinite(items).all()):
+            paths = [str(m.get("path", m.get("image_id", "?"))) for m in batch.get("meta", [])]
+            raise NonFiniteLossError(
+                step=int(self.global_step),
+                epoch=epoch,
+                batch_index=batch_idx,
+                items=dict(zip(self.loss_names, items.tolist())),
+                paths=paths,
+            )
+        self.manual_backward(total)
+
+        if iteration - self.last_opt_step >= self._accumulate_at(iteration, nb) or batch_idx == nb - 1:
+            self._apply_schedule(optimizer.optimizer, iteration, epoch, nb)
+            self.clip_gradients(
+                optimizer,
+                gradient_clip_val=self.optimizer_config.grad_clip_norm,
+                gradient_clip_algorithm="norm",
+            )
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            self._update_ema()
+            self.last_opt_step = iteration
+
+        self.loss_history.append(items.tolist())
+        self._epoch_item_sums = items if self._epoch_item_sums is None else self._epoch_item_sums + items
+        self._epoch_item_count += 1
+        for name, value in zip(self.loss_names, items):
+            self.log(f"train/{name}", value, prog_bar=True, on_step=True, on_epoch=False, batch_size=1)
+        return total.detach()
+
+    @torch.no_grad()
+    def _update_ema(self) -> None:
+        """EMA of every float parameter and buffer after each optimizer step: d = decay · (1 − exp(−updates/tau))."""
+        if not self.ema_config.enabled:
+            self.ema_model.load_state_dict(self.model.state_dict())
+            return
+        self.ema_updates += 1
+        d = self.ema_config.decay * (1 - math.exp(-self.ema_updates / self.ema_config.tau))
+        model_state = self.model.state_dict()
+        for key, ema_value in self.ema_model.state_dict().items():
+            value = model_state[key].detach()
+            if ema_value.dtype.is_floating_point:
+                ema_value.mul_(d).add_(value, alpha=1 - d)
+            else:
+                ema_value.copy_(value)
+
+    def on_train_epoch_start(self) -> None:
+        self._epoch_item_sums = None
+        self._epoch_item_count = 0
+
+    def close_epoch(self) -> None:
+        """End-of-epoch state (mean loss items; the loss schedule's ``step_epoch``), once per epoch.
+
+        Called by :class:`~lucid_train.callbacks.RunArtifacts` before it writes ``last.ckpt`` (callbacks run
+        before the module's own ``on_train_epoch_end``), and by that hook otherwise.
+        """
+        epoch = int(self.current_epoch)
+        if self._closed_epoch == epoch:
+            return
+        self._closed_epoch = epoch
+        if self._epoch_item_sums is not None and self._epoch_item_count:
+            means = (self._epoch_item_sums / self._epoch_item_count).tolist()
+            self.train_epoch_items = dict(zip(self.loss_names, means))
+        if hasattr(self.criterion, "step_epoch"):
+            self.criterion.step_epoch()
+
+    def on_train_epoch_end(self) -> None:
+        self.close_epoch()
+
+    # ------------------------------------------------------------------ validation (EMA, eval mode)
+    def eval_model(self) -> nn.Module:
+        """The model validation scores: the EMA copy (in eval mode)."""
+        return self.ema_model.eval()
+
+    def on_validation_epoch_start(self) -> None:
+        from lucid_train.validation import BatchScorer
+
+        dm = self.trainer.datamodule  # type: ignore[attr-defined]
+        self._evaluator = BatchScorer(
+            dm.val_source(),
+            task=self.task,
+            num_classes=self.num_classes,
+            conf=self.val_conf,
+            iou=self.val_iou,
+            max_det=self.max_det,
+            decode=self.decode,
+        )
+
+    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+        model = self.eval_model()
+        with torch.no_grad():
+            self._evaluator.update(model, batch)
+
+    def on_validation_epoch_end(self) -> None:
+        result = self._evaluator.compute()
+        self._evaluator = None
+        self.val_metrics = {"metrics/mAP50": float(result.map50), "metrics/mAP50-95": float(result.map50_95)}
+        for key, value in self.val_metrics.items():
+            self.log(key, value, prog_bar=True, sync_dist=False, rank_zero_only=False)
+
+    def test_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+        self.validation_step(batch, batch_idx)
+
+    def on_test_epoch_start(self) -> None:
+        self.on_validation_epoch_start()
+
+    def on_test_epoch_end(self) -> None:
+        self.on_validation_epoch_end()
+
+    def predict_step(self, batch: dict[str, Any], batch_idx: int) -> Any:
+        """Detections (predict defaults conf 0.25, iou 0.7) in network-input pixels for one batch."""
+        from lucid_core.decode import postprocess
+        from lucid_train.validation import default_decode
+
+        model = self.eval_model()
+        pred = model(self._images(batch))
+        proto = None
+        if isinstance(pred, tuple):
+            pred, proto = pred
+        return postprocess(
+            pred.float(),
+            task=self.task,
+            nc=self.num_classes,
+            mode=default_decode(model, self.decode),
+            conf=0.25,
+            iou=0.7,
+            max_det=self.max_det,
+            proto=proto,
+        )
+
+    # ------------------------------------------------------------------ checkpoint state
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["hyper_parameters"] = _plain(dict(checkpoint.get("hyper_parameters", {})))
+        state: dict[str, Any] = {
+            "ema_updates": self.ema_updates,
+            "last_opt_step": self.last_opt_step,
+            "rng": rng_state(),
+            "resolved_optimizer": self.resolved.as_dict() if self.resolved else None,
+        }
+        if hasattr(self.criterion, "state_dict"):
+            state["loss"] = self.criterion.state_dict()
+        checkpoint["lucid"] = state
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint.get("lucid", {})
+        self.ema_updates = int(state.get("ema_updates", 0))
+        self.last_opt_step = int(state.get("last_opt_step", -1))
+        if "loss" in state and hasattr(self.criterion, "load_state_dict"):
+            self.criterion.load_state_dict(state["loss"])
+        if "rng" in state:
+            set_rng_state(state["rng"])
+
+    def export_ema(self, path: Path) -> None:
+        """Write the EMA model in the lucid-core format (safetensors + JSON) at ``path``."""
+        from lucid_core.checkpoint import save_model
+
+        save_model(
+            self.ema_model, path, names=self.names, imgsz=self.imgsz, extra={"epoch": int(self.current_epoch)}
+        )
+
+    def resolved_summary(self) -> str:
+        return json.dumps(self.resolved.as_dict() if self.resolved else {}, indent=2)

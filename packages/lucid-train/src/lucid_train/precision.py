@@ -1,0 +1,66 @@
+"""Mixed precision with BatchNorm and the loss kept in float32 (issue 6: "mixed precision (bf16/fp16) with BatchNorm
+and loss in float32"; a published from-scratch reproduction lists BatchNorm in half precision as a silent divergence).
+
+Lightning's ``bf16-mixed`` / ``16-mixed`` precision runs the forward under ``torch.autocast``. This module wraps every
+BatchNorm instance's ``forward`` so it runs with autocast disabled on a float32 input (and returns float32), and
+offers :func:`float32_output` to lift a model's training output to float32 before the objective runs.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import fields, is_dataclass, replace
+from typing import Any, TypeVar
+
+import torch
+from torch import Tensor, nn
+
+T = TypeVar("T")
+
+_FLOAT32_BN_MARK = "_lucid_float32_bn"
+
+
+def _float32_forward(forward: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    @functools.wraps(forward)
+    def wrapped(x: Tensor) -> Tensor:
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            return forward(x.float())
+
+    return wrapped
+
+
+def keep_batchnorm_float32(model: nn.Module) -> int:
+    """Make every ``_BatchNorm`` of ``model`` compute in float32 under autocast; returns how many were wrapped.
+
+    Idempotent (an already-wrapped module is skipped). The wrapper is an instance attribute, so the module's
+    ``state_dict`` and class are unchanged.
+    """
+    count = 0
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and not getattr(
+            module, _FLOAT32_BN_MARK, False
+        ):
+            module.forward = _float32_forward(module.forward)  # type: ignore[method-assign]
+            setattr(module, _FLOAT32_BN_MARK, True)
+            count += 1
+    return count
+
+
+def float32_output(value: T) -> T:
+    """Return ``value`` with every floating tensor inside (dataclasses, dicts, lists, tuples) cast to float32."""
+    return _cast(value)  # type: ignore[no-any-return]
+
+
+def _cast(value: Any) -> Any:
+    if isinstance(value, Tensor):
+        return value.float() if value.is_floating_point() else value
+    if is_dataclass(value) and not isinstance(value, type):
+        return replace(value, **{f.name: _cast(getattr(value, f.name)) for f in fields(value) if f.init})
+    if isinstance(value, dict):
+        return {k: _cast(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cast(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_cast(v) for v in value)
+    return value

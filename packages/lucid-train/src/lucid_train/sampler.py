@@ -1,0 +1,55 @@
+"""`ShardedEpochSampler`: one seeded shuffle per epoch, identical on every rank, each rank taking its slice.
+
+Issue 6 "Distributed": the sampler shuffles identically on every rank (so the ranks partition one permutation)
+while augmentation streams differ per rank (the dataset is keyed by (seed, epoch, index, rank)). The permutation is
+``torch.randperm(n, generator=Generator().manual_seed(seed + epoch))`` - the scheme of
+``torch.utils.data.DistributedSampler`` - padded by wrapping so every rank gets the same number of samples, then
+strided by rank (``indices[rank::world_size]``). Lightning calls :meth:`set_epoch` before every epoch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import torch
+from torch.utils.data import Sampler
+
+
+class ShardedEpochSampler(Sampler[int]):
+    """Seeded per-epoch permutation of ``range(num_samples)``, sharded over ``world_size`` ranks."""
+
+    def __init__(
+        self, num_samples: int, *, shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1
+    ) -> None:
+        if num_samples < 1:
+            raise ValueError(f"num_samples: expected >= 1, got {num_samples}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is outside world_size {world_size}")
+        self.num_samples = num_samples
+        self.shuffle = shuffle
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def permutation(self) -> list[int]:
+        """The epoch's full permutation (the same on every rank), padded to a multiple of ``world_size``."""
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(self.seed + self.epoch)
+            order = torch.randperm(self.num_samples, generator=generator).tolist()
+        else:
+            order = list(range(self.num_samples))
+        total = math.ceil(self.num_samples / self.world_size) * self.world_size
+        while len(order) < total:
+            order += order[: total - len(order)]
+        return order
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.permutation()[self.rank :: self.world_size])
+
+    def __len__(self) -> int:
+        return math.ceil(self.num_samples / self.world_size)
