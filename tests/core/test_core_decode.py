@@ -1,0 +1,194 @@
+"""Decoders on constructed cases, and on the stored eval outputs of the import fixtures."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from lucid_core.decode import assemble_masks, decode_nms, decode_topk, postprocess, rotated_nms
+from lucid_core.geometry.letterbox import (
+    letterbox_geometry,
+    scale_boxes_back,
+    scale_keypoints_back,
+    scale_rboxes_back,
+)
+from lucid_core.geometry.rotated import rboxes_to_polygons, rboxes_to_xyxy
+
+
+def dense(
+    boxes_xywh: list[list[float]], probs: list[list[float]], extras: list[list[float]] | None = None
+) -> torch.Tensor:
+    """Build a (1, 4 + nc + extra, A) eval tensor from per-anchor rows."""
+    cols = [b + p + (extras[i] if extras else []) for i, (b, p) in enumerate(zip(boxes_xywh, probs))]
+    return torch.tensor(cols, dtype=torch.float32).T[None]
+
+
+# two near-identical class-0 boxes, one class-1 duplicate of them, one separate box, one below threshold
+BOXES = [[50, 50, 40, 40], [51, 50, 40, 40], [50, 50, 40, 40], [200, 200, 20, 20], [300, 300, 10, 10]]
+PROBS = [[0.9, 0.1], [0.8, 0.1], [0.1, 0.7], [0.6, 0.2], [0.2, 0.1]]
+
+
+def test_topk_keeps_duplicates() -> None:
+    (det,) = postprocess(dense(BOXES, PROBS), task="detect", nc=2, mode="topk", conf=0.25)
+    assert det.scores.tolist() == pytest.approx([0.9, 0.8, 0.7, 0.6])
+    assert det.labels.tolist() == [0, 0, 1, 0]
+    assert torch.allclose(det.boxes[0], torch.tensor([30.0, 30.0, 70.0, 70.0]))
+
+
+def test_nms_suppresses_same_class_duplicate_only() -> None:
+    (det,) = postprocess(dense(BOXES, PROBS), task="detect", nc=2, mode="nms", conf=0.25, iou=0.7)
+    assert det.scores.tolist() == pytest.approx([0.9, 0.7, 0.6])  # 0.8 (same class, IoU 0.95) suppressed
+    assert det.labels.tolist() == [0, 1, 0]
+
+
+def test_conf_threshold_is_strict_and_max_det_caps() -> None:
+    scores = torch.tensor([[0.25], [0.2500001], [0.9]])
+    sel = decode_topk(scores, conf=0.25)
+    assert sorted(sel.anchor_idx.tolist()) == [1, 2]
+    boxes = torch.tensor([[0.0, 0, 10, 10], [100, 100, 110, 110], [200, 200, 210, 210]])
+    assert decode_nms(boxes, scores, conf=0.25).anchor_idx.tolist() == [2, 1]
+    assert decode_nms(boxes, scores, conf=0.0, max_det=2).anchor_idx.tolist() == [2, 1]
+    assert decode_topk(scores, conf=0.0, max_det=1).anchor_idx.tolist() == [2]
+
+
+def test_nms_iou_threshold_is_strict() -> None:
+    # IoU of these two boxes is exactly 0.5: suppressed only when IoU > thr
+    boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [0.0, 0.0, 10.0, 5.0]])
+    scores = torch.tensor([[0.9], [0.8]])
+    assert len(decode_nms(boxes, scores, conf=0.1, iou=0.5)) == 2
+    assert len(decode_nms(boxes, scores, conf=0.1, iou=0.49)) == 1
+
+
+def test_multi_label_nms_lets_one_anchor_report_two_classes() -> None:
+    boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0]])
+    scores = torch.tensor([[0.6, 0.5]])
+    assert len(decode_nms(boxes, scores, conf=0.1)) == 1
+    sel = decode_nms(boxes, scores, conf=0.1, multi_label=True)
+    assert sel.labels.tolist() == [0, 1]
+
+
+def test_rotated_nms_on_rotated_duplicates() -> None:
+    rb = torch.tensor(
+        [
+            [100.0, 100.0, 80.0, 20.0, 0.5],  # best
+            [101.0, 100.0, 80.0, 20.0, 0.5 + math.pi],  # same box turned by pi: duplicate
+            [100.0, 100.0, 20.0, 80.0, 0.5 + math.pi / 2],  # same box with w/h swapped: duplicate
+            [100.0, 100.0, 80.0, 20.0, 0.5 + math.pi / 2],  # crossing box: low ProbIoU, kept
+            [100.0, 100.0, 80.0, 20.0, 0.5],  # duplicate of the best but another class: kept
+        ]
+    )
+    scores = torch.tensor([0.9, 0.8, 0.7, 0.6, 0.5])
+    labels = torch.tensor([0, 0, 0, 0, 1])
+    assert rotated_nms(rb, scores, 0.7, labels=labels).tolist() == [0, 3, 4]
+    assert rotated_nms(rb, scores, 0.7).tolist() == [0, 3]
+
+
+def test_rotated_nms_is_fast_variant_suppressed_boxes_still_suppress() -> None:
+    # box1 is suppressed by box0; box2 overlaps only box1 -> dropped too (no greedy re-admission)
+    rb = torch.tensor([[0.0, 0, 20, 20, 0], [4.0, 0, 20, 20, 0], [8.0, 0, 20, 20, 0]])
+    scores = torch.tensor([0.9, 0.8, 0.7])
+    from lucid_core.geometry.rotated import probiou
+
+    m = probiou(rb, rb)
+    thr = float((m[0, 1] + m[0, 2]) / 2)
+    assert float(m[1, 2]) > thr > float(m[0, 2])
+    assert rotated_nms(rb, scores, thr).tolist() == [0]
+
+
+def test_obb_postprocess_topk_and_nms() -> None:
+    boxes = [[100, 100, 80, 20], [101, 100, 80, 20]]
+    pred = dense(boxes, [[0.9], [0.8]], extras=[[0.5], [0.5]])
+    (nms,) = postprocess(pred, task="obb", nc=1, mode="nms")
+    (topk,) = postprocess(pred, task="obb", nc=1, mode="topk")
+    assert len(nms) == 1 and len(topk) == 2
+    assert nms.rboxes is not None
+    assert torch.allclose(nms.boxes, rboxes_to_xyxy(nms.rboxes))
+
+
+def test_pose_keypoints_pass_through() -> None:
+    kpts = [[10.0, 11.0, 0.9, 20.0, 21.0, 0.1], [30.0, 31.0, 0.5, 40.0, 41.0, 0.6]]
+    pred = dense([[50, 50, 40, 40], [150, 150, 40, 40]], [[0.9], [0.8]], extras=kpts)
+    (det,) = postprocess(pred, task="pose", nc=1, kpt_shape=(2, 3))
+    assert det.keypoints is not None
+    assert torch.equal(det.keypoints, torch.tensor(kpts).reshape(2, 2, 3))
+    (det2,) = postprocess(pred[:, :9], task="pose", nc=1, kpt_shape=(2, 2))
+    assert det2.keypoints is not None and torch.equal(det2.keypoints[..., 2], torch.ones(2, 2))
+
+
+def test_masks_are_cropped_to_the_box_and_upsampled() -> None:
+    proto = torch.ones(2, 16, 16) * 5.0  # every prototype pixel strongly positive
+    coef = torch.tensor([[1.0, 0.0], [-1.0, 0.0]])
+    boxes = torch.tensor([[8.0, 8.0, 32.0, 24.0], [0.0, 0.0, 64.0, 64.0]])
+    masks = assemble_masks(proto, coef, boxes, (64, 64))
+    assert masks.shape == (2, 64, 64) and masks.dtype == torch.bool
+    assert int(masks[1].sum()) == 0  # negative coefficient -> sigmoid < 0.5
+    ys, xs = torch.nonzero(masks[0], as_tuple=True)
+    assert int(xs.min()) >= 6 and int(xs.max()) <= 33 and int(ys.min()) >= 6 and int(ys.max()) <= 25
+    assert bool(masks[0, 10:22, 10:30].all())
+
+
+def test_segment_postprocess_returns_masks_of_input_size() -> None:
+    pred = dense([[32, 32, 20, 20]], [[0.9]], extras=[[2.0, 0.0]])
+    proto = torch.ones(1, 2, 16, 16)
+    (det,) = postprocess((pred, proto), task="segment", nc=1)
+    assert det.masks is not None and det.masks.shape == (1, 64, 64)
+
+
+def test_postprocess_rejects_wrong_row_count() -> None:
+    with pytest.raises(ValueError, match="expects 7 rows"):
+        postprocess(torch.zeros(1, 8, 10), task="obb", nc=2)
+    with pytest.raises(ValueError, match="task must be one of"):
+        postprocess(torch.zeros(1, 6, 10), task="classify", nc=2)
+
+
+def _import_cases(shared_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    out = []
+    for path in sorted((shared_dir / "fixtures").glob("import_*.pt")):
+        fx = torch.load(path, weights_only=True, map_location="cpu")
+        out.extend((fx["checkpoint"], case) for case in fx["cases"].values())
+    return out
+
+
+@pytest.mark.shared
+def test_postprocess_reproduces_import_fixture_predictions(shared_dir: Path) -> None:
+    cases = _import_cases(shared_dir)
+    assert cases
+    for ckpt, case in cases:
+        lb, args, ref = case["letterbox"], case["predict_args"], case["pred"]
+        info = letterbox_geometry(
+            tuple(case["orig_shape_hw"]), args["imgsz"], auto=lb["auto"], stride=lb["stride"]
+        )
+        assert list(info.new_unpad_wh) == lb["new_unpad_wh"] and (info.top, info.left) == (
+            lb["top"],
+            lb["left"],
+        )
+        kpt_shape = tuple(ckpt["kpt_shape"]) if ckpt["kpt_shape"] else None
+        (det,) = postprocess(
+            case["output_unfused"],
+            task=case["task"],
+            nc=ckpt["nc"],
+            conf=args["conf"],
+            iou=args["iou"],
+            max_det=args["max_det"],
+            kpt_shape=kpt_shape,  # type: ignore[arg-type]
+        )
+        assert len(det) == case["num_pred"] == ref["conf"].shape[0]
+        torch.testing.assert_close(det.scores, ref["conf"], atol=1e-4, rtol=0)
+        assert torch.equal(det.labels, ref["cls"].long())
+        if case["task"] == "obb":
+            assert det.rboxes is not None
+            rb = scale_rboxes_back(det.rboxes, info)
+            torch.testing.assert_close(rb, ref["xywhr"], atol=1e-2, rtol=0)
+            torch.testing.assert_close(rboxes_to_polygons(rb), ref["xyxyxyxy"], atol=1e-2, rtol=0)
+            torch.testing.assert_close(rboxes_to_xyxy(rb), ref["xyxy"], atol=1e-2, rtol=0)
+        else:
+            torch.testing.assert_close(scale_boxes_back(det.boxes, info), ref["xyxy"], atol=1e-2, rtol=0)
+        if "keypoints" in ref:
+            assert det.keypoints is not None
+            torch.testing.assert_close(
+                scale_keypoints_back(det.keypoints, info), ref["keypoints"], atol=1e-2, rtol=0
+            )
