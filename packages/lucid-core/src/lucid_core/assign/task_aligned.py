@@ -1,0 +1,194 @@
+"""Task-aligned label assignment (TOOD; Feng et al., ICCV 2021) with the reference's variants.
+
+Rules and constants follow ``shared/fixtures/README.md``, section "assigner_public.pt" ("The rule (as
+verified)"), which reproduced the reference outputs bit-exactly:
+
+1. candidates: anchor points strictly inside the (optionally small-target-widened) ground-truth box;
+2. overlap u = CIoU(ground truth, prediction) clamped to >= 0 on candidates;
+3. alignment t = score^alpha * u^beta on candidates;
+4. top-k anchors per ground truth by t over all anchors, kept only when they are candidates;
+5. an anchor claimed by several rows goes to the row with the largest u among its candidate rows;
+6. one-to-one (``topk2`` != ``topk``): each row keeps only its ``topk2`` best remaining anchors by t;
+7./8. outputs and soft scores t * max(u) / (max(t) + eps) per row.
+
+Everything is dense over the (B, M, A) grid: no boolean-mask gathers and no ``nonzero``, so the assigner traces
+as one graph under ``torch.compile``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from lucid_core.geometry.boxes import xywh_to_xyxy, xyxy_to_xywh
+from lucid_core.geometry.iou import bbox_ciou
+
+CANDIDATE_EPS = 1e-9
+
+
+class Assignment(NamedTuple):
+    """Assigner outputs for a batch of B images and A anchors."""
+
+    target_labels: Tensor  # (B, A) int64 (float32 num_classes-filled constants when M == 0)
+    target_bboxes: Tensor  # (B, A, 4) xyxy pixels of the assigned ground truth (row 0 for background)
+    target_scores: Tensor  # (B, A, C) soft one-hot targets, zero on background
+    fg_mask: Tensor  # (B, A) bool
+    target_gt_idx: (
+        Tensor  # (B, A) int64 index of the assigned row (0 for background; float32 zeros when M == 0)
+    )
+
+
+def _one_hot_last(index: Tensor, size: int, dtype: torch.dtype) -> Tensor:
+    """One-hot along a new last dimension of ``size`` built with ``scatter`` (compile-friendly)."""
+    out = torch.zeros((*index.shape, size), dtype=dtype, device=index.device)
+    return out.scatter_(-1, index.unsqueeze(-1), 1)
+
+
+class TaskAlignedAssigner:
+    """Dense task-aligned assigner.
+
+    Args:
+        topk: anchors selected per ground truth by alignment (10; YOLO26 one-to-one branch: 7).
+        num_classes: number of classes C.
+        alpha, beta: exponents of the classification score and the overlap in the alignment metric.
+        eps: added to the per-row maximum alignment in the soft-score normalisation (1e-9).
+        topk2: anchors kept per ground truth after conflict resolution; ``None`` means ``topk`` (no-op).
+            YOLO26's one-to-one branch uses ``topk=7, topk2=1``.
+        small_target_stride: when given, for the candidate test only, a ground-truth side shorter than this
+            value is widened to it around the box centre (the reference passes its second stride, 16 for
+            strides (8, 16, 32)). ``None`` disables the widening (the classic assigner).
+    """
+
+    def __init__(
+        self,
+        topk: int = 10,
+        num_classes: int = 80,
+        alpha: float = 0.5,
+        beta: float = 6.0,
+        eps: float = 1e-9,
+        topk2: int | None = None,
+        small_target_stride: float | None = None,
+    ) -> None:
+        if topk < 1:
+            raise ValueError(f"TaskAlignedAssigner: topk must be >= 1, got {topk}")
+        if topk2 is not None and not 1 <= topk2 <= topk:
+            raise ValueError(f"TaskAlignedAssigner: topk2 must be in [1, topk={topk}], got {topk2}")
+        if num_classes < 1:
+            raise ValueError(f"TaskAlignedAssigner: num_classes must be >= 1, got {num_classes}")
+        if small_target_stride is not None and small_target_stride <= 0:
+            raise ValueError(
+                f"TaskAlignedAssigner: small_target_stride must be > 0, got {small_target_stride}"
+            )
+        self.topk = topk
+        self.topk2 = topk if topk2 is None else topk2
+        self.num_classes = num_classes
+        self.alpha = alpha
+        self.beta = beta
+        self.eps = eps
+        self.small_target_stride = small_target_stride
+
+    def __repr__(self) -> str:
+        return (
+            f"TaskAlignedAssigner(topk={self.topk}, num_classes={self.num_classes}, alpha={self.alpha}, "
+            f"beta={self.beta}, eps={self.eps}, topk2={self.topk2}, small_target_stride={self.small_target_stride})"
+        )
+
+    @torch.no_grad()
+    def __call__(
+        self,
+        pd_scores: Tensor,
+        pd_bboxes: Tensor,
+        anc_points: Tensor,
+        gt_labels: Tensor,
+        gt_bboxes: Tensor,
+        mask_gt: Tensor,
+    ) -> Assignment:
+        """Assign ground truth to anchors.
+
+        Args:
+            pd_scores: (B, A, C) predicted class probabilities (after the sigmoid).
+            pd_bboxes: (B, A, 4) predicted boxes, xyxy pixels.
+            anc_points: (A, 2) anchor points in pixels.
+            gt_labels: (B, M, 1) class ids (any numeric dtype).
+            gt_bboxes: (B, M, 4) ground truth, xyxy pixels; padding rows are zero.
+            mask_gt: (B, M, 1) 1 for real rows, 0 for padding.
+        """
+        batch, num_anchors, num_classes = pd_scores.shape
+        if num_classes != self.num_classes:
+            raise ValueError(
+                f"TaskAlignedAssigner: pd_scores has {num_classes} classes, assigner built for {self.num_classes}"
+            )
+        num_rows = gt_bboxes.shape[1]
+        device = pd_scores.device
+        if num_rows == 0:
+            # Reference constants for a batch without any ground-truth row (fixture "empty_gt_batch").
+            return Assignment(
+                target_labels=torch.full(
+                    (batch, num_anchors), float(self.num_classes), dtype=pd_scores.dtype, device=device
+                ),
+                target_bboxes=torch.zeros_like(pd_bboxes),
+                target_scores=torch.zeros_like(pd_scores),
+                fg_mask=torch.zeros((batch, num_anchors), dtype=torch.bool, device=device),
+                target_gt_idx=torch.zeros((batch, num_anchors), dtype=pd_scores.dtype, device=device),
+            )
+
+        real = mask_gt.to(pd_scores.dtype)  # (B, M, 1)
+        in_candidate_box = self._candidates(anc_points, gt_bboxes, real)  # (B, M, A) float
+        candidate = in_candidate_box * real
+
+        # Overlaps and class scores over the dense (B, M, A) grid, zero outside candidates.
+        ciou = bbox_ciou(gt_bboxes.unsqueeze(2), pd_bboxes.unsqueeze(1)).clamp_(min=0)  # (B, M, A)
+        is_candidate = candidate > 0
+        overlaps = torch.where(is_candidate, ciou, torch.zeros_like(ciou))
+        labels = gt_labels.long().squeeze(-1).clamp(min=0)  # (B, M)
+        class_scores = pd_scores.permute(0, 2, 1).gather(1, labels.unsqueeze(-1).expand(-1, -1, num_anchors))
+        class_scores = torch.where(is_candidate, class_scores, torch.zeros_like(class_scores))
+        align_metric = class_scores.pow(self.alpha) * overlaps.pow(self.beta)  # (B, M, A)
+
+        # Top-k per row over all anchors, then keep candidates of real rows only.
+        topk_idx = torch.topk(align_metric, self.topk, dim=-1, largest=True).indices  # (B, M, k)
+        in_topk = torch.zeros_like(align_metric).scatter_(-1, topk_idx, 1.0)
+        mask_pos = in_topk * candidate  # (B, M, A)
+
+        # Conflicts: an anchor claimed by several rows goes to the row of largest overlap.
+        claimed = mask_pos.sum(1, keepdim=True)  # (B, 1, A)
+        best_row = _one_hot_last(overlaps.argmax(1), num_rows, mask_pos.dtype).permute(0, 2, 1)  # (B, M, A)
+        mask_pos = torch.where(claimed > 1, best_row, mask_pos)
+
+        if self.topk2 != self.topk:
+            # One-to-one: each row keeps only its topk2 best remaining anchors by alignment.
+            kept_idx = torch.topk(align_metric * mask_pos, self.topk2, dim=-1, largest=True).indices
+            mask_pos = mask_pos * torch.zeros_like(mask_pos).scatter_(-1, kept_idx, 1.0)
+
+        fg_mask = mask_pos.sum(1) > 0  # (B, A)
+        target_gt_idx = mask_pos.argmax(1)  # (B, A)
+
+        target_labels = labels.gather(1, target_gt_idx)  # (B, A)
+        target_bboxes = gt_bboxes.gather(1, target_gt_idx.unsqueeze(-1).expand(-1, -1, 4))  # (B, A, 4)
+
+        # Soft scores: per row t * max(u) / (max(t) + eps), maximum over rows per anchor.
+        align_metric = align_metric * mask_pos
+        row_max_align = align_metric.amax(-1, keepdim=True)  # (B, M, 1)
+        row_max_overlap = (overlaps * mask_pos).amax(-1, keepdim=True)  # (B, M, 1)
+        norm_align = (align_metric * row_max_overlap / (row_max_align + self.eps)).amax(1)  # (B, A)
+        one_hot = _one_hot_last(target_labels, self.num_classes, pd_scores.dtype)
+        target_scores = torch.where(
+            fg_mask.unsqueeze(-1), one_hot, torch.zeros_like(one_hot)
+        ) * norm_align.unsqueeze(-1)
+        return Assignment(target_labels, target_bboxes, target_scores, fg_mask, target_gt_idx)
+
+    def _candidates(self, anc_points: Tensor, gt_bboxes: Tensor, real: Tensor) -> Tensor:
+        """(B, M, A) float mask of anchor points strictly inside each row's candidate box."""
+        boxes = gt_bboxes
+        if self.small_target_stride is not None:
+            xywh = xyxy_to_xywh(gt_bboxes)
+            size = xywh[..., 2:]
+            widen = (size < self.small_target_stride) & (real > 0)
+            size = torch.where(widen, torch.full_like(size, self.small_target_stride), size)
+            boxes = xywh_to_xyxy(torch.cat((xywh[..., :2], size), -1))
+        points = anc_points.view(1, 1, -1, 2)
+        top_left, bottom_right = boxes.unsqueeze(2).chunk(2, dim=-1)  # (B, M, 1, 2) each
+        deltas = torch.cat((points - top_left, bottom_right - points), dim=-1)  # (B, M, A, 4)
+        return (deltas.amin(-1) > CANDIDATE_EPS).to(gt_bboxes.dtype)
