@@ -59,6 +59,7 @@ class DotaLabelFile:
     categories: list[str]
     difficult: np.ndarray
     problems: list[LabelProblem]
+    lines: list[int]
 
 
 def parse_dota_file(path: Path) -> DotaLabelFile:
@@ -66,6 +67,7 @@ def parse_dota_file(path: Path) -> DotaLabelFile:
     corners: list[list[float]] = []
     cats: list[str] = []
     diff: list[bool] = []
+    line_numbers: list[int] = []
     problems: list[LabelProblem] = []
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         tokens = line.split()
@@ -102,12 +104,14 @@ def parse_dota_file(path: Path) -> DotaLabelFile:
         corners.append(xy)
         cats.append(tokens[8])
         diff.append(d == "1")
+        line_numbers.append(lineno)
     return DotaLabelFile(
         header=header,
         corners=np.array(corners, dtype=np.float64).reshape(-1, 4, 2),
         categories=cats,
         difficult=np.array(diff, dtype=bool),
         problems=problems,
+        lines=line_numbers,
     )
 
 
@@ -159,8 +163,9 @@ def read_dota(
         keep = np.ones(len(f.categories), dtype=bool)
         for i, cat in enumerate(f.categories):
             if cat not in index:
-                line = _line_of_object(label_dir / f"{stem}.txt", i)
-                problems.append(LabelProblem(label_dir / f"{stem}.txt", line, f"unknown category {cat!r}"))
+                problems.append(
+                    LabelProblem(label_dir / f"{stem}.txt", f.lines[i], f"unknown category {cat!r}")
+                )
                 keep[i] = False
         try:
             size = image_size(images[stem])
@@ -190,18 +195,6 @@ def read_dota(
         split=split,
         problems=[str(p) for p in problems] + other,
     )
-
-
-def _line_of_object(label: Path, index: int) -> int:
-    """1-based line number of the index-th object line of a labelTxt (headers and blank lines skipped)."""
-    count = -1
-    for lineno, line in enumerate(label.read_text(encoding="utf-8").splitlines(), start=1):
-        tokens = line.split()
-        if tokens and not (len(tokens) == 1 and ":" in tokens[0]):
-            count += 1
-            if count == index:
-                return lineno
-    return 0
 
 
 def tile_windows(
