@@ -12,8 +12,10 @@ mean of ``precision[:, :, k, area=all, maxDet=last]`` over entries > -1 and AP50
 without ground truth reports -1 (pycocotools' convention). One deliberate difference: the first statistic (AP)
 uses ``max_dets[-1]`` where pycocotools hard-codes 100; with the default ``max_dets=(1, 10, 100)`` they agree.
 
-Backends: ``"faster"`` (faster-coco-eval, C++ evaluateImg/accumulate; the default) and ``"pycocotools"``
-(the reference; optional dependency, extra ``lucid-train[pycocotools]``).
+Backends: ``"lucid"`` (the default: `lucid_train.eval.vectorized`, a numpy re-implementation of evaluateImg /
+accumulate on flat arrays, no per-detection dicts), ``"faster"`` (faster-coco-eval, C++ evaluateImg/accumulate
+behind Python ``loadRes``) and ``"pycocotools"`` (the reference; optional dependency, extra
+``lucid-train[pycocotools]``). All three give identical statistics (tests/train/test_eval_parity.py).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 from lucid_train.eval.coco_gt import COCO_KPT_SIGMAS, CocoGroundTruth
 
 IOU_TYPES = ("bbox", "segm", "keypoints")
-BACKENDS = ("faster", "pycocotools")
+BACKENDS = ("lucid", "faster", "pycocotools")
 
 DET_STAT_NAMES = ("AP", "AP50", "AP75", "APs", "APm", "APl", "AR{0}", "AR{1}", "AR{2}", "ARs", "ARm", "ARl")
 KPT_STAT_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl")
@@ -38,6 +40,8 @@ KPT_STAT_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm
 
 def _backend_classes(backend: str) -> tuple[Any, Any]:
     """(COCO, COCOeval) classes of a backend; pycocotools is imported only when asked for."""
+    if backend == "lucid":
+        return None, None
     if backend == "faster":
         from faster_coco_eval import COCO, COCOeval_faster
 
@@ -223,7 +227,7 @@ class COCOEvaluator:
         self,
         gt: CocoGroundTruth,
         iou_types: Iterable[str] = ("bbox",),
-        backend: str = "faster",
+        backend: str = "lucid",
         kpt_sigmas: Sequence[float] | None = None,
         max_dets: Sequence[int] = (1, 10, 100),
         kpt_max_dets: int = 20,
@@ -259,6 +263,7 @@ class COCOEvaluator:
         self._category_ids = np.asarray(gt.category_ids, dtype=np.int64)
         self._sizes = {image_id: (int(im["height"]), int(im["width"])) for image_id, im in gt.images.items()}
         self._gt_coco: Any = None
+        self._gt_instances: dict[str, Any] = {}
         self._images: dict[int, _ImageDetections] = {}
 
     # ------------------------------------------------------------------ accumulation
@@ -372,6 +377,8 @@ class COCOEvaluator:
         )
 
     def _compute_one(self, iou_type: str) -> IouTypeResult:
+        if self.backend == "lucid":
+            return self._compute_vectorized(iou_type)
         coco_cls, eval_cls = _backend_classes(self.backend)
         gt = self._ground_truth_coco()
         dts = self.results(iou_type)
@@ -410,10 +417,66 @@ class COCOEvaluator:
         ap, ap50 = self._per_class(precision, params)
         return IouTypeResult(iou_type, stats, names, ap, ap50)
 
+    def _detection_instances(self, iou_type: str) -> Any:
+        """The accumulated detections as flat arrays, in `results()` order, with COCO ``loadRes`` areas."""
+        from lucid_train.eval.vectorized import Instances
+
+        ids = sorted(self._images)
+        entries = [self._images[i] for i in ids]
+        counts = [len(e.scores) for e in entries]
+        boxes = np.concatenate([e.xywh for e in entries]) if entries else np.zeros((0, 4))
+        inst = Instances(
+            image_ids=np.repeat(np.asarray(ids, dtype=np.int64), counts),
+            category_ids=np.concatenate([e.category_ids for e in entries]),
+            areas=boxes[:, 2] * boxes[:, 3],
+            boxes=boxes,
+            scores=np.concatenate([e.scores for e in entries]),
+        )
+        if iou_type == "segm":
+            from faster_coco_eval.core import mask as mask_api
+
+            rles = [r for e in entries for r in (e.rles or [])]
+            inst.rles = rles
+            inst.areas = np.asarray(mask_api.area(rles), dtype=np.float64) if rles else np.zeros(0)
+        elif iou_type == "keypoints":
+            k = 3 * len(self.kpt_sigmas or ())
+            kp = [e.keypoints if e.keypoints is not None else np.zeros((0, k)) for e in entries]
+            kpts = np.concatenate(kp) if kp else np.zeros((0, k))
+            inst.keypoints = kpts
+            x, y = kpts[:, 0::3], kpts[:, 1::3]
+            inst.areas = (x.max(1) - x.min(1)) * (y.max(1) - y.min(1)) if len(kpts) else np.zeros(0)
+        return inst
+
+    def _compute_vectorized(self, iou_type: str) -> IouTypeResult:
+        from lucid_train.eval import vectorized
+
+        if iou_type not in self._gt_instances:
+            self._gt_instances[iou_type] = vectorized.ground_truth_instances(self.gt.dataset, iou_type)
+        max_dets = [self.kpt_max_dets] if iou_type == "keypoints" else list(self.max_dets)
+        acc = vectorized.evaluate(
+            self._gt_instances[iou_type],
+            self._detection_instances(iou_type),
+            iou_type,
+            img_ids=sorted(self._images),
+            cat_ids=sorted({int(c["id"]) for c in self.gt.dataset["categories"]}),
+            max_dets=max_dets,
+            kpt_sigmas=self.kpt_sigmas,
+        )
+        stats, names = summarize(
+            acc.precision, acc.recall, acc.iou_thrs, acc.area_labels, acc.max_dets, iou_type
+        )
+        ap, ap50 = self._per_class_from(acc.precision, acc.cat_ids, acc.area_labels, acc.iou_thrs)
+        return IouTypeResult(iou_type, stats, names, ap, ap50)
+
     def _per_class(self, precision: np.ndarray, params: Any) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        cat_index = {int(c): k for k, c in enumerate(params.catIds)}
-        a = list(params.areaRngLbl).index("all")
-        t50 = np.where(np.asarray(params.iouThrs) == 0.5)[0]
+        return self._per_class_from(precision, params.catIds, params.areaRngLbl, np.asarray(params.iouThrs))
+
+    def _per_class_from(
+        self, precision: np.ndarray, cat_ids: Sequence[int], area_labels: Sequence[str], iou_thrs: np.ndarray
+    ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        cat_index = {int(c): k for k, c in enumerate(cat_ids)}
+        a = list(area_labels).index("all")
+        t50 = np.where(iou_thrs == 0.5)[0]
         ap: list[float] = []
         ap50: list[float] = []
         for cat in self.gt.category_ids:
