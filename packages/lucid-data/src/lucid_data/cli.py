@@ -50,8 +50,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
             print(f"{path} [{split}]: {source.task}, {len(source)} images, {source.num_classes} classes")
             for problem in source.problems:
                 print(problem)
+            for corrupt in source.corrupt_images:
+                print(corrupt)
             n_problems += len(source.problems)
-            n_images += len(source)
+            n_corrupt += len(source.corrupt_images)
+            n_images += len(source) + len(source.corrupt_images)
             for record in source.records:
                 n_instances += len(record.targets)
                 if not args.no_images:

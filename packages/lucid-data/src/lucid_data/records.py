@@ -43,6 +43,9 @@ class DatasetSource:
       so predictions can be written back as COCO results for evaluation.
     - kpt_shape: (K, D) for pose (D = 2 or 3 in the source), else None; flip_idx: keypoint permutation for
       horizontal flips (pose), else None.
+    - problems: bad labels skipped in non-strict reading, as `file:line: reason`.
+    - corrupt_images: images left out because their header cannot be read, as `path: corrupt image: reason`
+      (images that decode only partially are found by `load_image`, e.g. in `lucid-data check`).
     """
 
     records: list[ImageRecord]
@@ -54,6 +57,7 @@ class DatasetSource:
     root: Path = Path(".")
     split: str = "train"
     problems: list[str] = field(default_factory=list)
+    corrupt_images: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.category_ids:

@@ -141,6 +141,7 @@ def read_dota(
     parsed: dict[str, DotaLabelFile] = {}
     problems: list[LabelProblem] = []
     other: list[str] = []
+    corrupt: list[str] = []
     for label in sorted(label_dir.glob("*.txt")):
         f = parse_dota_file(label)
         problems.extend(f.problems)
@@ -170,7 +171,7 @@ def read_dota(
         try:
             size = image_size(images[stem])
         except CorruptImageError as exc:
-            other.append(str(exc))
+            corrupt.append(str(exc))
             continue
         corners = f.corners[keep]
         targets = Targets(
@@ -194,6 +195,7 @@ def read_dota(
         root=path,
         split=split,
         problems=[str(p) for p in problems] + other,
+        corrupt_images=corrupt,
     )
 
 

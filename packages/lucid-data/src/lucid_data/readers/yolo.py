@@ -302,6 +302,7 @@ def infer_yolo_task(label_paths: Sequence[Path], kpt_shape: tuple[int, int] | No
             for line in path.read_text(encoding="utf-8").splitlines():
                 if line.strip():
                     counts.add(len(line.split()))
+    counts = {c for c in counts if c >= 5}  # shorter lines are malformed whatever the task
     if not counts or counts == {5}:
         return "detect"
     if counts == {9}:
@@ -349,19 +350,21 @@ def read_yolo(
     other: list[str] = []
     for image, label in zip(images, label_paths, strict=True):
         try:
-            size = image_size(image)
+            size: tuple[int, int] | None = image_size(image)
         except CorruptImageError as exc:
             other.append(str(exc))
-            continue
+            size = None
         targets, bad = parse_label_file(
             label,
             task,
-            size,
+            size or (1, 1),
             num_classes=len(names) if names else None,
             kpt_shape=kpt_shape,
             image_id=image.stem,
         )
         problems.extend(bad)
+        if size is None:  # its labels are still checked above; the image is left out
+            continue
         records.append(ImageRecord(path=image, targets=targets, image_id=image.stem, size_hw=size))
     if problems and strict:
         raise LabelError(problems)
@@ -377,5 +380,6 @@ def read_yolo(
         category_ids=cfg.category_ids if cfg else list(range(len(names))),
         root=root,
         split=split,
-        problems=[str(p) for p in problems] + other,
+        problems=[str(p) for p in problems],
+        corrupt_images=other,
     )
