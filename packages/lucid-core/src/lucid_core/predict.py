@@ -1,0 +1,250 @@
+"""``predict``: images in, :class:`~lucid_core.results.Detections` in original-image pixels out.
+
+Pipeline per image: decode to RGB uint8 (files through ``torchvision.io.decode_image(mode=RGB,
+apply_exif_orientation=True)``, so EXIF orientation is honoured and grayscale/RGBA/palette files become RGB),
+letterbox to ``imgsz`` with ``auto=True`` (minimum stride-multiple rectangle, as the reference predictor does —
+shared/fixtures/README.md "Input pipeline"), ``/255`` in float32, forward through the model (BN folded for
+inference), decode (:func:`lucid_core.decode.postprocess`), then undo the letterbox with per-axis gains
+(boxes and keypoints clipped to the image; rotated boxes not clipped; masks cropped and resized).
+
+Decoding: end-to-end models (yolo26) use their one-to-one branch with top-k (no NMS) unless ``decode="nms"``,
+which switches the head to its one-to-many branch followed by class-aware NMS; other families use NMS.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torchvision.io import ImageReadMode, decode_image
+
+from lucid_core.checkpoint import load_checkpoint
+from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF, postprocess
+from lucid_core.geometry.letterbox import (
+    LetterboxInfo,
+    letterbox,
+    scale_boxes_back,
+    scale_keypoints_back,
+    scale_masks_back,
+    scale_rboxes_back,
+)
+from lucid_core.geometry.rotated import rboxes_to_xyxy
+from lucid_core.models import TrainOutput, YOLOModel
+from lucid_core.results import Detections
+
+ImageInput = str | os.PathLike[str] | np.ndarray[Any, Any] | Tensor | Any
+DecodeChoice = Literal["nms", "topk"] | None
+
+
+class ImageLoadError(ValueError):
+    """An image could not be read or has an unsupported layout; the message names the source."""
+
+
+def load_image_rgb(path: str | os.PathLike[str]) -> Tensor:
+    """Decode an image file to an RGB uint8 CHW tensor with EXIF orientation applied."""
+    try:
+        with warnings.catch_warnings():  # torchvision >= 0.29 announces a future move to torchcodec
+            warnings.simplefilter("ignore", DeprecationWarning)
+            image: Tensor = decode_image(str(path), mode=ImageReadMode.RGB, apply_exif_orientation=True)
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise ImageLoadError(f"{path}: cannot decode image ({exc})") from exc
+    return image
+
+
+def _to_rgb_chw(image: Tensor, source: str) -> Tensor:
+    if image.dtype != torch.uint8:
+        raise ImageLoadError(f"{source}: expected uint8 pixels, got {image.dtype}")
+    if image.ndim == 2:
+        image = image[None]
+    if image.ndim != 3:
+        raise ImageLoadError(f"{source}: expected a CHW image, got shape {tuple(image.shape)}")
+    channels = int(image.shape[0])
+    if channels == 1:
+        return image.expand(3, -1, -1).contiguous()
+    if channels == 4:
+        return image[:3].contiguous()
+    if channels != 3:
+        raise ImageLoadError(f"{source}: expected 1, 3 or 4 channels, got {channels}")
+    return image
+
+
+def as_rgb_tensor(image: ImageInput) -> Tensor:
+    """One image as an RGB uint8 CHW tensor.
+
+    Accepts a path, a CHW uint8 tensor (RGB, gray or RGBA), an HWC uint8 numpy array (RGB, gray or RGBA), or any
+    object ``numpy.asarray`` turns into one — e.g. a PIL image (palette/CMYK images are ``convert("RGB")``-ed
+    first by duck typing; EXIF orientation of an in-memory image is not applied).
+    """
+    if isinstance(image, str | os.PathLike):
+        return load_image_rgb(image)
+    if isinstance(image, Tensor):
+        return _to_rgb_chw(image, "tensor image")
+    if not isinstance(image, np.ndarray):
+        mode = getattr(image, "mode", None)
+        convert = getattr(image, "convert", None)
+        if isinstance(mode, str) and mode not in ("RGB", "L", "RGBA") and callable(convert):
+            image = convert("RGB")
+        try:
+            image = np.asarray(image)
+        except Exception as exc:
+            raise ImageLoadError(f"cannot convert {type(image).__name__} to an array ({exc})") from exc
+    array = np.asarray(image)
+    if array.dtype == np.bool_:
+        array = array.astype(np.uint8) * 255
+    if array.dtype != np.uint8:
+        raise ImageLoadError(f"array image: expected uint8 pixels, got {array.dtype}")
+    if array.ndim == 2:
+        array = array[:, :, None]
+    if array.ndim != 3:
+        raise ImageLoadError(f"array image: expected HWC, got shape {array.shape}")
+    return _to_rgb_chw(torch.from_numpy(np.ascontiguousarray(array)).permute(2, 0, 1), "array image")
+
+
+def _image_list(images: ImageInput | Sequence[ImageInput]) -> list[ImageInput]:
+    if isinstance(images, Tensor) and images.ndim == 4:
+        return list(images.unbind(0))
+    if isinstance(images, list | tuple):
+        return list(images)
+    return [images]
+
+
+def _fuse(model: nn.Module) -> nn.Module:
+    """Fold Conv+BN pairs with the model package's fuser (``lucid_core.nn.fuse.fuse_model``) when present."""
+    try:
+        module = importlib.import_module("lucid_core.nn.fuse")
+    except ImportError:
+        return model
+    fuse_model: Callable[[nn.Module], nn.Module | None] = module.fuse_model
+    fused = fuse_model(model)
+    return fused if isinstance(fused, nn.Module) else model
+
+
+def prepare_inference_model(
+    model: YOLOModel,
+    *,
+    decode: DecodeChoice = None,
+    device: str | torch.device | None = None,
+    fuse: bool = True,
+) -> tuple[YOLOModel, Literal["nms", "topk"]]:
+    """Eval-mode, BN-folded copy of ``model`` on ``device`` with the head branch matching ``decode``."""
+    if decode not in (None, "nms", "topk"):
+        raise ValueError(f"decode must be None, 'nms' or 'topk', got {decode!r}")
+    mode: Literal["nms", "topk"] = decode if decode is not None else ("topk" if model.end2end else "nms")
+    prepared = copy.deepcopy(model)
+    if device is not None:
+        prepared.to(device)
+    prepared.eval()
+    if model.end2end and not prepared.head.deployed:
+        prepared.head.decode_branch = "one2one" if mode == "topk" else "one2many"
+    if fuse:
+        fused = _fuse(prepared)
+        assert isinstance(fused, YOLOModel)
+        prepared = fused
+    return prepared, mode
+
+
+def _to_original(det: Detections, info: LetterboxInfo) -> Detections:
+    out = Detections(
+        boxes=scale_boxes_back(det.boxes, info),
+        scores=det.scores,
+        labels=det.labels,
+    )
+    if det.rboxes is not None:
+        out.rboxes = scale_rboxes_back(det.rboxes, info)
+        out.boxes = rboxes_to_xyxy(
+            out.rboxes
+        )  # the hull of the mapped rotated box, not clipped (README step 3)
+    if det.keypoints is not None:
+        out.keypoints = scale_keypoints_back(det.keypoints, info)
+    if det.masks is not None:
+        out.masks = scale_masks_back(det.masks, info)
+    return out
+
+
+def predict(
+    model_or_path: YOLOModel | str | os.PathLike[str],
+    images: ImageInput | Sequence[ImageInput],
+    imgsz: int | tuple[int, int] = 640,
+    conf: float = PREDICT_CONF,
+    iou: float = DEFAULT_IOU,
+    max_det: int = DEFAULT_MAX_DET,
+    device: str | torch.device | None = None,
+    decode: DecodeChoice = None,
+) -> list[Detections]:
+    """Detect objects in ``images``; one :class:`Detections` per image, in original-image pixels, on the CPU.
+
+    ``model_or_path``: a :class:`YOLOModel` (left untouched: a fused copy is used) or a checkpoint path
+    (see :mod:`lucid_core.checkpoint`). ``images``: one image or a list (paths, PIL images, HWC uint8 RGB arrays,
+    CHW uint8 tensors, or a BCHW uint8 tensor). ``decode``: ``None`` (family default), ``"topk"`` or ``"nms"``.
+    """
+    if isinstance(model_or_path, str | os.PathLike):
+        model = load_checkpoint(model_or_path).model
+    elif isinstance(model_or_path, YOLOModel):
+        model = model_or_path
+    else:
+        raise TypeError(
+            f"predict: expected a YOLOModel or a checkpoint path, got {type(model_or_path).__name__}"
+        )
+    if device is None:
+        first = next(model.parameters(), None)
+        device = first.device if first is not None else torch.device("cpu")
+    net, mode = prepare_inference_model(model, decode=decode, device=device)
+    return predict_prepared(
+        net, images, mode=mode, imgsz=imgsz, conf=conf, iou=iou, max_det=max_det, device=device
+    )
+
+
+def predict_prepared(
+    net: YOLOModel,
+    images: ImageInput | Sequence[ImageInput],
+    *,
+    mode: Literal["nms", "topk"],
+    imgsz: int | tuple[int, int] = 640,
+    conf: float = PREDICT_CONF,
+    iou: float = DEFAULT_IOU,
+    max_det: int = DEFAULT_MAX_DET,
+    device: str | torch.device = "cpu",
+) -> list[Detections]:
+    """:func:`predict` with a model already made ready by :func:`prepare_inference_model` (reused across calls)."""
+    stride = max(net.strides)
+    results: list[Detections] = []
+    for item in _image_list(images):
+        rgb = as_rgb_tensor(item)
+        padded, info = letterbox(rgb, imgsz, auto=True, stride=stride)
+        x = padded[None].to(device=device, dtype=torch.float32) / 255
+        with torch.inference_mode():
+            output = net(x)
+        if isinstance(output, TrainOutput):
+            raise RuntimeError("predict: the model returned training outputs in eval mode")
+        (det,) = postprocess(
+            output,
+            task=net.task,
+            nc=net.num_classes,
+            mode=mode,
+            conf=conf,
+            iou=iou,
+            max_det=max_det,
+            kpt_shape=net.kpt_shape,
+            input_hw=info.input_hw,
+        )
+        results.append(_to_original(det.to("cpu"), info))
+    return results
+
+
+def list_image_files(source: str | os.PathLike[str]) -> list[Path]:
+    """A file, or the image files (by extension, sorted) directly inside a folder."""
+    path = Path(source)
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    return [path]
+
+
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".gif", ".avif", ".heic"})
