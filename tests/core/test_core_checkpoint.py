@@ -19,7 +19,7 @@ def model() -> YOLOModel:
     m = build_model("yolo26", "pose", "n", num_classes=2, kpt_shape=(5, 3))
     # make BN statistics non-trivial so that buffers are part of what the round trip must keep
     with torch.no_grad():
-        for buf_name, buf in m.named_buffers():
+        for buf in m.buffers():
             if buf.is_floating_point():
                 buf.uniform_(0.5, 1.5)
     return m.eval()
