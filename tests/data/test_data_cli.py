@@ -148,3 +148,30 @@ def test_download_dataset_extracts_zip(server: str, tmp_path: Path) -> None:
     assert (folder / "val2017" / "a.txt").read_text() == "x"
     with pytest.raises(ValueError, match="unknown part"):
         download_dataset("coco", tmp_path, parts=["nope"], assets=assets)
+
+
+def test_synth_then_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "synth"
+    assert (
+        main(
+            [
+                "synth",
+                "--task",
+                "pose",
+                "--output",
+                str(out),
+                "--n-train",
+                "4",
+                "--n-val",
+                "2",
+                "--imgsz",
+                "64",
+            ]
+        )
+        == 0
+    )
+    yaml_path = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(["check", str(yaml_path)]) == 0
+    assert "OK: 6 images" in capsys.readouterr().out
+    src = load_dataset(yaml_path, "train")
+    assert src.task == "pose" and len(src) == 4

@@ -288,3 +288,28 @@ def test_dota_devkit_tile_merge_round_trip(shared_dir: Path) -> None:
     ref = np.lexsort((t.rboxes[:, 1], t.rboxes[:, 0]))  # type: ignore[index]
     np.testing.assert_allclose(rboxes[order], t.rboxes[ref], atol=1e-3)  # type: ignore[index]
     assert (labels[order] == t.labels[ref]).all()
+
+
+@pytest.mark.shared
+def test_dota_devkit_written_tiles_merge_back(shared_dir: Path, tmp_path: Path) -> None:
+    from lucid_data.readers.dota import write_tiles
+
+    src = load_dataset(shared_dir / "data" / "dota-devkit")
+    t = src.records[0].targets
+    tiles = load_dataset(write_tiles(src, tmp_path, tile_size=256, overlap=64, min_visibility=0.5))
+    assert tiles.task == "obb" and all(r.size_hw == (256, 256) for r in tiles.records)
+    per_tile = []
+    for rec in tiles.records:
+        _, size, x0, y0 = str(rec.image_id).replace("___", "__").split("__")
+        assert int(size) == 256
+        rb = rec.targets.rboxes
+        assert rb is not None
+        per_tile.append(
+            ((int(x0), int(y0)), rb, rb[:, 2] * rb[:, 3], rec.targets.labels)
+        )  # larger = less cut
+    rboxes, _, labels = merge_tile_predictions(per_tile, iou_threshold=0.3)
+    assert len(rboxes) == len(t)
+    order = np.lexsort((rboxes[:, 1], rboxes[:, 0]))
+    ref = np.lexsort((t.rboxes[:, 1], t.rboxes[:, 0]))  # type: ignore[index]
+    np.testing.assert_allclose(rboxes[order][:, :4], t.rboxes[ref][:, :4], atol=1e-2)  # type: ignore[index]
+    assert (labels[order] == t.labels[ref]).all()

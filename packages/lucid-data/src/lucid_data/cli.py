@@ -1,10 +1,11 @@
-"""`lucid-data` console script: `check`, `synth`, `convert`, `download`.
+"""`lucid-data` console script: `check`, `synth`, `convert`, `tile`, `download`.
 
 - `check PATH [--split S ...] [--task T] [--no-images]`: reads every split with the readers in non-strict mode,
   fully decodes every image, prints each bad label as `file:line: reason` and each corrupt image, then a
   summary; exit status 1 when anything is wrong, 2 when the layout is not recognised (with what was expected).
 - `synth --task T --output DIR`: writes the synthetic-shapes YOLO dataset (`lucid_data.synth.synthesize`).
 - `convert SRC OUT --to yolo|coco`: COCO JSON ⇄ YOLO txt (`lucid_data.convert`).
+- `tile SRC OUT [--tile-size 1024] [--overlap 200]`: DOTA scenes → overlapping tiles (`readers.dota.write_tiles`).
 - `download coco|dota [--root DIR] [--part P ...]`: resumable, checksum-verified downloads.
 """
 
@@ -94,6 +95,23 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tile(args: argparse.Namespace) -> int:
+    from lucid_data.readers.dota import write_tiles
+    from lucid_data.readers.probe import load_dataset
+
+    source = load_dataset(args.source, args.split, "obb")
+    print(
+        write_tiles(
+            source,
+            args.output,
+            tile_size=args.tile_size,
+            overlap=args.overlap,
+            min_visibility=args.min_visibility,
+        )
+    )
+    return 0
+
+
 def _cmd_download(args: argparse.Namespace) -> int:
     from lucid_data.download import ASSETS, Asset, download_dataset
 
@@ -146,6 +164,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--copy-images", action="store_true", help="copy images instead of symlinking them")
     p.add_argument("--decimals", type=int, default=10, help="significant digits of YOLO coordinates")
     p.set_defaults(func=_cmd_convert)
+
+    p = sub.add_parser("tile", help="cut large obb scenes (DOTA) into overlapping tiles, written as YOLO obb")
+    p.add_argument("source")
+    p.add_argument("output")
+    p.add_argument("--split", default="train")
+    p.add_argument("--tile-size", type=int, default=1024)
+    p.add_argument("--overlap", type=int, default=200)
+    p.add_argument("--min-visibility", type=float, default=0.7)
+    p.set_defaults(func=_cmd_tile)
 
     p = sub.add_parser("download", help="download COCO 2017 or the DOTA example (resumable, verified)")
     p.add_argument("name", choices=["coco", "dota"])

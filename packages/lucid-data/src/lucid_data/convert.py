@@ -71,7 +71,8 @@ def _obb_corners(record: ImageRecord, i: int) -> np.ndarray:
     if t.polygons is not None and len(t.polygons[i]) == 4:
         return t.polygons[i]
     if t.rboxes is not None:
-        return rbox_to_corners(t.rboxes[i : i + 1])[0]
+        corners: np.ndarray = rbox_to_corners(t.rboxes[i : i + 1])[0]
+        return corners
     raise ValueError(f"{record.path}: obb conversion needs corners or rboxes")
 
 

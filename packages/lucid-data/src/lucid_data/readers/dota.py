@@ -37,6 +37,7 @@ __all__ = [
     "read_dota",
     "tile_targets",
     "tile_windows",
+    "write_tiles",
 ]
 
 # Class lists in the order of the DOTA releases (DOTA v1.0 paper table; v1.5 adds container-crane; v2.0 adds
@@ -301,10 +302,68 @@ def merge_tile_predictions(
         return np.zeros((0, 5), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64)
     rboxes, scores, labels = np.concatenate(rbs), np.concatenate(scs), np.concatenate(lbs)
     corners = rbox_to_corners(rboxes)
+    lo, hi = corners.min(1), corners.max(1)  # axis-aligned hulls: cheap rejection before the exact IoU
     order = np.argsort(-scores, kind="stable")
     kept: list[int] = []
     for i in order:
-        if all(labels[j] != labels[i] or polygon_iou(corners[i], corners[j]) <= iou_threshold for j in kept):
-            kept.append(int(i))
+        if kept:
+            k = np.array(kept)
+            near = k[(labels[k] == labels[i]) & (lo[k] < hi[i]).all(1) & (hi[k] > lo[i]).all(1)]
+            if any(polygon_iou(corners[i], corners[j]) > iou_threshold for j in near):
+                continue
+        kept.append(int(i))
     idx = np.array(kept, dtype=np.int64)
     return rboxes[idx], scores[idx], labels[idx]
+
+
+def write_tiles(
+    source: DatasetSource,
+    output: str | Path,
+    *,
+    tile_size: int = 1024,
+    overlap: int = 200,
+    min_visibility: float = 0.7,
+) -> Path:
+    """Cut every scene of an obb `source` into tiles and write them as a YOLO obb dataset under `output`.
+
+    Tiles are named `<scene>__<tile_size>__<x0>___<y0>.png` (the DOTA tile naming of `../shared/data/README.md`)
+    in `output/images/<split>/` with labels in `output/labels/<split>/`; returns `output/data.yaml`.
+    """
+    import yaml
+
+    from lucid_data.imageio import load_image
+
+    output = Path(output)
+    split = source.split
+    (output / "images" / split).mkdir(parents=True, exist_ok=True)
+    (output / "labels" / split).mkdir(parents=True, exist_ok=True)
+    for record in source.records:
+        image = load_image(record.path)
+        h, w = image.shape[:2]
+        for window in tile_windows(h, w, tile_size, overlap):
+            x0, y0, x1, y1 = window
+            sub, _ = tile_targets(record.targets, window, min_visibility)
+            name = f"{record.path.stem}__{tile_size}__{x0}___{y0}"
+            tile = np.ascontiguousarray(image[y0:y1, x0:x1, ::-1])
+            if not cv2.imwrite(str(output / "images" / split / f"{name}.png"), tile):
+                raise OSError(f"cannot write tile {name}.png under {output}")
+            scale = np.array([x1 - x0, y1 - y0], dtype=np.float64)
+            lines = []
+            for i in range(len(sub)):
+                assert sub.rboxes is not None
+                corners = (
+                    rbox_to_corners(sub.rboxes[i : i + 1])[0]
+                    if len(sub.polygons[i]) != 4
+                    else sub.polygons[i]
+                )  # type: ignore[index]
+                coords = " ".join(f"{v:.10g}" for v in (corners.astype(np.float64) / scale).reshape(-1))
+                lines.append(f"{int(sub.labels[i])} {coords}\n")
+            (output / "labels" / split / f"{name}.txt").write_text("".join(lines), encoding="utf-8")
+    yaml_path = output / "data.yaml"
+    data = yaml.safe_load(yaml_path.read_text(encoding="utf-8")) if yaml_path.is_file() else {}
+    data = data or {}
+    data.update({"path": ".", split: f"images/{split}", "task": "obb", "names": dict(source.names)})
+    tmp = yaml_path.with_suffix(".yaml.tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    tmp.replace(yaml_path)
+    return yaml_path

@@ -110,7 +110,7 @@ def read_data_yaml(path: str | Path) -> YoloDataConfig:
 
 def list_images(spec: str | Path | Sequence[str | Path], root: Path) -> list[Path]:
     """Images of a split spec: a folder (searched recursively), a .txt list of paths, one image, or a list."""
-    if isinstance(spec, (list, tuple)):
+    if not isinstance(spec, (str, Path)):
         return [p for s in spec for p in list_images(s, root)]
     p = Path(spec)
     p = p if p.is_absolute() else root / p
