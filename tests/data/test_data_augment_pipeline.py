@@ -36,7 +36,7 @@ def test_config_defaults_are_the_reference_defaults() -> None:
 def test_config_rejects_bad_values_by_name() -> None:
     with pytest.raises(ValueError, match="fliplr"):
         AugmentConfig(fliplr=1.5)
-    with pytest.raises(ValueError, match="unknown option.*'mosiac'"):
+    with pytest.raises(ValueError, match=r"unknown option.*'mosiac'"):
         AugmentConfig.from_dict({"mosiac": 1.0})
 
 

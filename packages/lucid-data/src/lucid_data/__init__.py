@@ -32,3 +32,21 @@ __all__ = [
     "tile_windows",
     "verify_image",
 ]
+
+# --- augmentation, dataset, collate, cache, synthetic shapes (owner: data pipeline) ---
+from lucid_data.augment import AugmentConfig, AugmentPipeline
+from lucid_data.cache import CacheTooLargeError, RamImageCache
+from lucid_data.collate import collate
+from lucid_data.dataset import DetectionDataset, ExcludedImage
+from lucid_data.synth import synthesize
+
+__all__ += [
+    "AugmentConfig",
+    "AugmentPipeline",
+    "CacheTooLargeError",
+    "DetectionDataset",
+    "ExcludedImage",
+    "RamImageCache",
+    "collate",
+    "synthesize",
+]

@@ -127,7 +127,7 @@ def _background(rng: np.random.Generator, cfg: SynthConfig) -> np.ndarray:
     base = rng.uniform(70, 185)
     tint = rng.uniform(-15, 15, 3)  # low saturation
     grid = rng.uniform(-1, 1, (4, 4, 3)) * cfg.background_contrast
-    field = cv2.resize(grid.astype(np.float32), (s, s), interpolation=cv2.INTER_LINEAR)
+    field: np.ndarray = cv2.resize(grid.astype(np.float32), (s, s), interpolation=cv2.INTER_LINEAR)
     period = rng.uniform(6, 24)
     angle = rng.uniform(0, math.pi)
     amplitude = rng.uniform(4, 14)
@@ -161,12 +161,19 @@ def _place(rng: np.random.Generator, cfg: SynthConfig) -> list[_Instance]:
             rot = np.array([[cos, -sin], [sin, cos]])
             local = unit * half
             pts = local @ rot.T
-            lo, hi = pts.min(0), pts.max(0)
+            lmin, lmax = unit.min(0) * half, unit.max(0) * half
+            frame = (
+                np.array([[lmin[0], lmin[1]], [lmax[0], lmin[1]], [lmax[0], lmax[1]], [lmin[0], lmax[1]]])
+                @ rot.T
+            )
+            # keep both the shape and its rotated rectangle (the OBB label) inside the image
+            extent = np.concatenate((pts, frame))
+            lo, hi = extent.min(0), extent.max(0)
             if (hi - lo).max() >= s - 2:
                 continue
             centre = np.array([rng.uniform(1 - lo[0], s - 1 - hi[0]), rng.uniform(1 - lo[1], s - 1 - hi[1])])
             poly = pts + centre
-            box = np.concatenate((poly.min(0), poly.max(0)))
+            box = np.concatenate((lo + centre, hi + centre))
             margin = 2.0
             if any(
                 box[0] < b[2] + margin
@@ -176,7 +183,6 @@ def _place(rng: np.random.Generator, cfg: SynthConfig) -> list[_Instance]:
                 for b in boxes
             ):
                 continue
-            lmin, lmax = unit.min(0) * half, unit.max(0) * half
             lc = (lmin + lmax) / 2
             rc = centre + rot @ lc
             w, h = lmax - lmin
