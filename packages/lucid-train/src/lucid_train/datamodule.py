@@ -20,11 +20,12 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
+from lucid_data.augment.pipeline import AugmentConfig
 from lucid_train.errors import TrainingSetupError
 from lucid_train.sampler import ShardedEpochSampler
 
@@ -39,6 +40,11 @@ class SynthConfig:
     n_train: int = 1000
     n_val: int = 100
     imgsz: int = 128
+    num_classes: int = 3
+    min_objects: int = 1
+    max_objects: int = 4
+    min_size: float = 0.15
+    max_size: float = 0.5
     seed: int = 0
 
 
@@ -97,9 +103,9 @@ class DetectionDataModule(pl.LightningDataModule):
         batch_size: images per batch and per process.
         workers: dataloader worker processes.
         seed: seed of the sampler permutation and of the augmentation streams.
-        close_mosaic: mosaic is switched off for the last ``close_mosaic`` epochs (reference default 10).
         cache: ``"ram"`` to cache decoded images (lucid-data refuses when it will not fit).
-        augment: augmentation hyper-parameters (``lucid_data`` ``AugmentConfig`` fields); ``None`` = defaults.
+        augment: augmentation hyper-parameters (``lucid_data`` ``AugmentConfig``: mosaic, hsv, flips, ...,
+            ``close_mosaic`` = mosaic off for the last N epochs, reference 10); ``None`` = reference defaults.
         synth: parameters of the synthetic shapes dataset (only when ``root`` is ``None``).
     """
 
@@ -112,9 +118,8 @@ class DetectionDataModule(pl.LightningDataModule):
         batch_size: int = 16,
         workers: int = 2,
         seed: int = 0,
-        close_mosaic: int = 10,
-        cache: str | None = None,
-        augment: dict[str, Any] | None = None,
+        cache: Literal["ram"] | None = None,
+        augment: AugmentConfig | None = None,
         synth: SynthConfig | None = None,
     ) -> None:
         super().__init__()
@@ -139,9 +144,9 @@ class DetectionDataModule(pl.LightningDataModule):
         self.batch_size = batch_size
         self.workers = workers
         self.seed = seed
-        self.close_mosaic_epochs = close_mosaic
         self.cache = cache
-        self.augment = dict(augment or {})
+        self.augment = augment if augment is not None else AugmentConfig()
+        self.close_mosaic_epochs = self.augment.close_mosaic
         self._sources: dict[str, Any] = {}
         self._datasets: dict[str, Any] = {}
         train = self.source(train_split)
@@ -174,16 +179,18 @@ class DetectionDataModule(pl.LightningDataModule):
     def dataset(self, split: str, *, augment: bool) -> Any:
         key = f"{split}:{augment}"
         if key not in self._datasets:
-            from lucid_data import DetectionDataset
+            from lucid_data.dataset import DetectionDataset
 
-            kwargs: dict[str, Any] = {"imgsz": self.imgsz, "augment": augment, "seed": self.seed}
-            if self.cache:
-                kwargs["cache"] = self.cache
-            if augment and self.augment:
-                from lucid_data.augment.pipeline import AugmentConfig
-
-                kwargs["config"] = AugmentConfig(**self.augment)
-            self._datasets[key] = DetectionDataset(self.source(split), **kwargs)
+            self._datasets[key] = DetectionDataset(
+                self.source(split),
+                imgsz=self.imgsz,
+                augment=augment,
+                augment_config=self.augment if augment else None,
+                split=split,
+                task="detect",
+                seed=self.seed,
+                cache=self.cache,
+            )
         return self._datasets[key]
 
     @property
@@ -197,7 +204,7 @@ class DetectionDataModule(pl.LightningDataModule):
         return int(trainer.global_rank), int(trainer.world_size)
 
     def _loader(self, dataset: Any, *, shuffle: bool, sharded: bool = True) -> DataLoader[Any]:
-        from lucid_data import collate
+        from lucid_data.collate import collate
 
         rank, world = self._rank_world() if sharded else (0, 1)
         if hasattr(dataset, "rank"):
@@ -230,13 +237,8 @@ class DetectionDataModule(pl.LightningDataModule):
 
     # ------------------------------------------------------------------ per-epoch dataset state
     def prepare_epoch(self, epoch: int, max_epochs: int) -> bool:
-        """Set the train dataset's epoch; close mosaic for the last ``close_mosaic`` epochs. True when closed now."""
+        """Set the train dataset's epoch (mosaic closes for the last ``close_mosaic`` epochs). True when closed now."""
         dataset = self.train_dataset
-        if hasattr(dataset, "set_epoch"):
-            dataset.set_epoch(epoch)
-        closing = self.close_mosaic_epochs > 0 and epoch >= max_epochs - self.close_mosaic_epochs
-        if closing and not getattr(self, "_mosaic_closed", False):
-            dataset.close_mosaic()
-            self._mosaic_closed = True
-            return True
-        return False
+        was_on = bool(getattr(dataset, "mosaic_enabled", False))
+        dataset.set_epoch(epoch, max_epochs)
+        return was_on and not bool(getattr(dataset, "mosaic_enabled", False))

@@ -192,10 +192,11 @@ class DetectionLitModule(pl.LightningModule):
 
         return build_model(family=self.family, task=self.task, scale=self.scale, num_classes=self.num_classes)  # type: ignore[no-any-return]
 
-    def _build_loss(self) -> nn.Module:
+    def _build_loss(self, epochs: int = 100) -> Any:
+        """``E2EDetectionLoss`` for end-to-end models (its o2m/o2o schedule spans ``epochs``), else ``DetectionLoss``."""
         from lucid_core import loss as loss_mod
 
-        kwargs = {
+        kwargs: dict[str, Any] = {
             "num_classes": self.num_classes,
             "reg_max": int(self.model.reg_max),  # type: ignore[arg-type]
             "strides": tuple(int(s) for s in self.model.strides),  # type: ignore[union-attr]
@@ -207,8 +208,13 @@ class DetectionLitModule(pl.LightningModule):
             "beta": self.loss_config.beta,
         }
         if getattr(self.model, "end2end", False):
-            return loss_mod.E2EDetectionLoss(**kwargs)  # type: ignore[no-any-return]
-        return loss_mod.DetectionLoss(**kwargs)  # type: ignore[no-any-return]
+            return loss_mod.E2EDetectionLoss(epochs=epochs, **kwargs)
+        return loss_mod.DetectionLoss(**kwargs)
+
+    def setup(self, stage: str) -> None:
+        """Rebuild the objective with the run's epoch count (the yolo26 branch-weight schedule depends on it)."""
+        if stage == "fit" and self.trainer.max_epochs and self.trainer.max_epochs > 0:
+            self.criterion = self._build_loss(int(self.trainer.max_epochs))
 
     @property
     def loss_names(self) -> list[str]:
@@ -322,6 +328,14 @@ class DetectionLitModule(pl.LightningModule):
         if self.trainer.precision in ("bf16-mixed", "16-mixed", "bf16", "16"):
             keep_batchnorm_float32(self.model)
             keep_batchnorm_float32(self.ema_model)
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """Move the batch's top-level tensors; ``targets``/``meta`` (numpy, frozen dataclasses) stay on the host."""
+        if isinstance(batch, dict):
+            return {
+                k: v.to(device, non_blocking=True) if isinstance(v, Tensor) else v for k, v in batch.items()
+            }
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
 
     def forward(self, images: Tensor) -> Any:
         return self.model(images)

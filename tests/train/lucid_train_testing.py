@@ -1,0 +1,71 @@
+"""Helpers shared by the lucid-train training tests (imported by `test_train_*.py`; not a test module).
+
+Everything is tiny on purpose: a synthetic shapes set of a few 64-px images, yolo26 n (or yolov8 n), 1 thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+
+TINY_IMGSZ = 64
+
+
+def make_shapes(
+    root: Path, *, n_train: int = 16, n_val: int = 4, imgsz: int = TINY_IMGSZ, seed: int = 0
+) -> Path:
+    """A tiny synthetic shapes detection dataset under ``root``; returns its data YAML."""
+    from lucid_data.synth import synthesize
+
+    return Path(synthesize("detect", root, n_train=n_train, n_val=n_val, imgsz=imgsz, seed=seed))
+
+
+def tiny_module(data: Any, *, family: str = "yolo26", **kwargs: Any) -> Any:
+    from lucid_train.module import DetectionLitModule
+
+    return DetectionLitModule(
+        family=family, num_classes=data.num_classes, names=data.names, imgsz=data.imgsz, **kwargs
+    )
+
+
+def tiny_data(yaml_path: Path, *, batch_size: int = 4, **kwargs: Any) -> Any:
+    from lucid_train.datamodule import DetectionDataModule
+
+    return DetectionDataModule(
+        root=str(yaml_path), imgsz=TINY_IMGSZ, batch_size=batch_size, workers=0, **kwargs
+    )
+
+
+def tiny_trainer(
+    run_dir: Path, *, max_epochs: int = 1, callbacks: list[Any] | None = None, **kwargs: Any
+) -> pl.Trainer:
+    from lucid_train.callbacks import default_callbacks
+
+    options: dict[str, Any] = {
+        "max_epochs": max_epochs,
+        "accelerator": "cpu",
+        "devices": 1,
+        "logger": False,
+        "enable_checkpointing": False,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        "use_distributed_sampler": False,
+        "num_sanity_val_steps": 0,
+        "default_root_dir": str(run_dir),
+        "callbacks": default_callbacks() + list(callbacks or []),
+    }
+    options.update(kwargs)
+    return pl.Trainer(**options)
+
+
+def state_hash(module: torch.nn.Module) -> str:
+    """sha256 over every tensor of a state dict, in key order (byte-exact comparison)."""
+    digest = hashlib.sha256()
+    for key, value in module.state_dict().items():
+        digest.update(key.encode())
+        digest.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
