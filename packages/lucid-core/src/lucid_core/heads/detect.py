@@ -97,14 +97,21 @@ class DetectHead(nn.Module):
         return ("cv2", "cv3")
 
     def training_only_module_names(self) -> tuple[str, ...]:
-        """Modules dropped by :meth:`to_deployed` besides the one-to-many branch."""
+        """Modules (dotted, relative to the head) dropped by :meth:`to_deployed` besides the one-to-many branch."""
+        return ()
+
+    def auxiliary_module_names(self) -> tuple[str, ...]:
+        """Training-only auxiliary outputs that the reference FLOP count does not include (see ``lucid_core.info``)."""
         return ()
 
     def _init_biases(self) -> None:
         with torch.no_grad():
             for box, cls, stride in zip(self.cv2, self.cv3, self.strides, strict=True):
-                box[-1].bias.fill_(1.0)
-                cls[-1].bias[: self.nc].fill_(class_bias_prior(self.nc, stride))
+                box_out, cls_out = box[-1], cls[-1]  # type: ignore[index]
+                assert isinstance(box_out, nn.Conv2d) and isinstance(cls_out, nn.Conv2d)
+                assert box_out.bias is not None and cls_out.bias is not None
+                box_out.bias.fill_(1.0)
+                cls_out.bias[: self.nc].fill_(class_bias_prior(self.nc, stride))
 
     @property
     def deployed(self) -> bool:
@@ -116,8 +123,10 @@ class DetectHead(nn.Module):
         if not self.end2end:
             raise ValueError("to_deployed: only end-to-end (yolo26) heads have a branch to drop")
         for name in (*self.branch_module_names(), *self.training_only_module_names()):
-            if hasattr(self, name):
-                delattr(self, name)
+            parent_name, _, child = name.rpartition(".")
+            parent = self.get_submodule(parent_name) if parent_name else self
+            if hasattr(parent, child):
+                delattr(parent, child)
         self.decode_branch = "one2one"
 
     # -- forward ---------------------------------------------------------------------------------------------

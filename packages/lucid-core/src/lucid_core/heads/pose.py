@@ -65,6 +65,9 @@ class PoseHead(DetectHead):
     def training_only_module_names(self) -> tuple[str, ...]:
         return ("flow_model", "one2one_cv4_sigma") if self.rle else ()
 
+    def auxiliary_module_names(self) -> tuple[str, ...]:
+        return ("cv4_sigma", "one2one_cv4_sigma", "flow_model") if self.rle else ()
+
     def _task_outputs(self, feats: list[Tensor], prefix: str) -> dict[str, Tensor]:
         feat_mods: nn.ModuleList = getattr(self, prefix + "cv4")
         if not self.rle:

@@ -52,10 +52,8 @@ class SegmentHead(DetectHead):
     def training_only_module_names(self) -> tuple[str, ...]:
         return ("proto.semseg",) if self.multiscale_proto else ()
 
-    def to_deployed(self) -> None:
-        super().to_deployed()
-        if self.multiscale_proto and hasattr(self.proto, "semseg"):
-            del self.proto.semseg
+    def auxiliary_module_names(self) -> tuple[str, ...]:
+        return ("proto.semseg",) if self.multiscale_proto else ()
 
     def _task_outputs(self, feats: list[Tensor], prefix: str) -> dict[str, Tensor]:
         mods: nn.ModuleList = getattr(self, prefix + "cv4")
@@ -64,7 +62,8 @@ class SegmentHead(DetectHead):
     def _aux(self, feats: list[Tensor]) -> tuple[Tensor | None, Tensor | None]:
         if isinstance(self.proto, MultiScaleProto):
             with_semseg = self.training and hasattr(self.proto, "semseg")
-            return self.proto(feats, with_semseg)
+            proto_and_semseg: tuple[Tensor, Tensor | None] = self.proto(feats, with_semseg)
+            return proto_and_semseg
         proto: Tensor = self.proto(feats[0])
         return proto, None
 

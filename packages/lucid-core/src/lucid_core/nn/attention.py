@@ -35,7 +35,8 @@ class Attention(nn.Module):
         q, k, v = qkv.split([self.key_dim, self.key_dim, self.head_dim], dim=2)
         attn = ((q.transpose(-2, -1) @ k) * self.scale).softmax(dim=-1)  # (b, heads, n, n)
         out = (v @ attn.transpose(-2, -1)).view(b, c, h, w) + self.pe(v.reshape(b, c, h, w))
-        return self.proj(out)
+        projected: Tensor = self.proj(out)
+        return projected
 
 
 class PSABlock(nn.Module):
@@ -48,8 +49,10 @@ class PSABlock(nn.Module):
         self.add = shortcut
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x + self.attn(x) if self.add else self.attn(x)
-        return x + self.ffn(x) if self.add else self.ffn(x)
+        attended: Tensor = self.attn(x)
+        x = x + attended if self.add else attended
+        fed: Tensor = self.ffn(x)
+        return x + fed if self.add else fed
 
 
 class C2PSA(nn.Module):
@@ -68,4 +71,5 @@ class C2PSA(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         a, b = self.cv1(x).split((self.c, self.c), dim=1)
-        return self.cv2(torch.cat((a, self.m(b)), 1))
+        out: Tensor = self.cv2(torch.cat((a, self.m(b)), 1))
+        return out

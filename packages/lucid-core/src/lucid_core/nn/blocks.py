@@ -32,7 +32,7 @@ class Bottleneck(nn.Module):
         self.add = shortcut and in_channels == out_channels
 
     def forward(self, x: Tensor) -> Tensor:
-        y = self.cv2(self.cv1(x))
+        y: Tensor = self.cv2(self.cv1(x))
         return x + y if self.add else y
 
 
@@ -55,7 +55,8 @@ class C2f(nn.Module):
         ys = list(self.cv1(x).chunk(2, 1))
         for block in self.m:
             ys.append(block(ys[-1]))
-        return self.cv2(torch.cat(ys, 1))
+        out: Tensor = self.cv2(torch.cat(ys, 1))
+        return out
 
 
 class C3k(nn.Module):
@@ -80,7 +81,8 @@ class C3k(nn.Module):
         )
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.cv3(torch.cat((self.m(self.cv1(x)), self.cv2(x)), 1))
+        out: Tensor = self.cv3(torch.cat((self.m(self.cv1(x)), self.cv2(x)), 1))
+        return out
 
 
 class C3k2(C2f):
@@ -135,5 +137,5 @@ class SPPF(nn.Module):
         ys = [self.cv1(x)]
         for _ in range(self.n):
             ys.append(self.m(ys[-1]))
-        y = self.cv2(torch.cat(ys, 1))
+        y: Tensor = self.cv2(torch.cat(ys, 1))
         return x + y if self.add else y

@@ -49,11 +49,8 @@ class Conv(nn.Module):
         self.act: nn.Module = nn.SiLU() if act else nn.Identity()
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.act(self.bn(self.conv(x)))
-
-    def forward_fused(self, x: Tensor) -> Tensor:
-        """Forward after :func:`lucid_core.nn.fuse.fuse_model` removed ``bn``."""
-        return self.act(self.conv(x))
+        out: Tensor = self.act(self.bn(self.conv(x)))
+        return out
 
 
 class DWConv(Conv):

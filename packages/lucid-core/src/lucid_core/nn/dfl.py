@@ -23,4 +23,5 @@ class DFL(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         b, _, a = x.shape
         probs = x.view(b, 4, self.reg_max, a).transpose(2, 1).softmax(1)  # (B, reg_max, 4, A)
-        return self.conv(probs).view(b, 4, a)
+        out: Tensor = self.conv(probs)
+        return out.view(b, 4, a)

@@ -26,7 +26,8 @@ class Proto(nn.Module):
         self.cv3 = Conv(hidden, num_masks, 1)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.cv3(self.cv2(self.upsample(self.cv1(x))))
+        out: Tensor = self.cv3(self.cv2(self.upsample(self.cv1(x))))
+        return out
 
 
 class MultiScaleProto(nn.Module):
@@ -49,7 +50,8 @@ class MultiScaleProto(nn.Module):
         x = feats[0]
         for refine, feat in zip(self.feat_refine, feats[1:], strict=True):
             x = x + F.interpolate(refine(feat), size=x.shape[-2:], mode="nearest")
-        return self.feat_fuse(x)
+        out: Tensor = self.feat_fuse(x)
+        return out
 
     def forward(self, feats: list[Tensor], with_semseg: bool) -> tuple[Tensor, Tensor | None]:
         x = self.fused_feature(feats)
