@@ -2,6 +2,7 @@
 
 from lucid_train.eval.coco_gt import COCO_KPT_SIGMAS, CocoGroundTruth, GroundTruthError, GtImage
 from lucid_train.eval.evaluator import BACKENDS, IOU_TYPES, COCOEvaluator, EvalResult, IouTypeResult
+from lucid_train.eval.runner import ModelScorer, decode_paths, evaluate_model
 
 __all__ = [
     "BACKENDS",
@@ -13,4 +14,7 @@ __all__ = [
     "GroundTruthError",
     "GtImage",
     "IouTypeResult",
+    "ModelScorer",
+    "decode_paths",
+    "evaluate_model",
 ]

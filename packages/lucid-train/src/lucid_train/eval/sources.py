@@ -90,3 +90,23 @@ def _with_rle_segmentation(targets: Any, rles: list[dict[str, Any] | None], h: i
     view.polygons = None
     view.masks = masks
     return view
+
+
+def ground_truth_for_path(
+    path: str | Path, split: str, source: Any, task: str | None = None
+) -> CocoGroundTruth:
+    """Ground truth of a dataset given by path: a COCO layout is read verbatim from its annotation JSON (COCO's
+    own areas and multi-part polygons), any other layout is built from `source` (the split already read)."""
+    from lucid_data.readers.coco import find_coco_json
+    from lucid_data.readers.probe import detect_layout
+
+    layout, target = detect_layout(path, split)
+    if layout != "coco":
+        return ground_truth_from_source(source)
+    json_path = target if Path(target).is_file() else find_coco_json(Path(target), split, task)  # type: ignore[arg-type]
+    return CocoGroundTruth.from_coco_json(
+        json_path,
+        image_root=getattr(source, "root", None),
+        category_ids=list(source.category_ids),
+        kpt_sigmas=getattr(source, "kpt_sigmas", None),
+    )

@@ -295,7 +295,8 @@ def evaluate(
 
 
 def _next_pow2(x: np.ndarray) -> np.ndarray:
-    return np.left_shift(1, np.ceil(np.log2(np.maximum(x, 1))).astype(np.int64))
+    out: np.ndarray = np.left_shift(1, np.ceil(np.log2(np.maximum(x, 1))).astype(np.int64))
+    return out
 
 
 def _match_groups(

@@ -1,0 +1,178 @@
+"""``lucid-eval``: score a checkpoint on a dataset split with the COCO protocol and write a JSON report.
+
+    lucid-eval --weights runs/best --data data.yaml [--split val] [--imgsz 640] [--batch 16] [--conf 0.001]
+               [--iou 0.7] [--max-det 300] [--decode topk|nms|both] [--backend lucid|faster|pycocotools]
+               [--device cpu] [--workers 0] --output report.json
+
+Everything that can be wrong with the inputs is checked BEFORE inference: the checkpoint (lucid_core format and
+hash), the annotations (they must parse: strict reading), every image file (it must exist and be non-empty) and
+the classes (the model's class count and names must equal the dataset's). Each failure exits with status 2 and
+one message naming the file / field / value. The report is written atomically (`lucid_train.eval.report`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lucid_train.eval.evaluator import BACKENDS
+
+
+class EvalInputError(ValueError):
+    """An input of ``lucid-eval`` (weights, data, images, classes) is unusable; raised before inference."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lucid-eval", description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--weights", required=True, help="lucid checkpoint (stem, .safetensors or .json)")
+    p.add_argument("--data", required=True, help="dataset: YOLO data YAML, COCO JSON / folder, DOTA folder")
+    p.add_argument("--split", default="val")
+    p.add_argument("--imgsz", type=int, default=None, help="network input size (default: the checkpoint's)")
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--conf", type=float, default=0.001)
+    p.add_argument("--iou", type=float, default=0.7)
+    p.add_argument("--max-det", type=int, default=300)
+    p.add_argument(
+        "--decode", choices=("topk", "nms", "both"), default=None, help="default: the family's own"
+    )
+    p.add_argument("--backend", choices=BACKENDS, default="lucid")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--output", required=True, help="JSON report path (written atomically)")
+    return p
+
+
+def _kpt_sigmas_from_yaml(data: Path) -> list[float] | None:
+    """The optional ``kpt_sigmas`` list of a YOLO data YAML (per-keypoint OKS sigmas)."""
+    if data.suffix not in (".yaml", ".yml") or not data.is_file():
+        return None
+    import yaml
+
+    raw = yaml.safe_load(data.read_text(encoding="utf-8")) or {}
+    sigmas = raw.get("kpt_sigmas") if isinstance(raw, dict) else None
+    if sigmas is None:
+        return None
+    try:
+        return [float(s) for s in sigmas]
+    except (TypeError, ValueError) as exc:
+        raise EvalInputError(f"{data}: kpt_sigmas must be a list of numbers, got {sigmas!r}") from exc
+
+
+def check_images(source: Any) -> None:
+    """Every image file of the split exists and is non-empty (else one error listing the first few)."""
+    missing = []
+    for record in source.records:
+        path = Path(record.path)
+        if not path.is_file() or path.stat().st_size == 0:
+            missing.append(str(path))
+    if missing:
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise EvalInputError(f"{len(missing)} image(s) missing or empty: {', '.join(missing[:5])}{more}")
+    if not source.records:
+        raise EvalInputError(f"{source.root}: split {source.split!r} has no images")
+
+
+def check_classes(model_names: Sequence[str], num_classes: int, source: Any, weights: str) -> None:
+    """The model must know exactly the dataset's categories (count and names, in contiguous order)."""
+    data_names = [str(source.names[i]) for i in range(len(source.names))]
+    if num_classes != len(data_names):
+        raise EvalInputError(
+            f"class count mismatch: {weights} has {num_classes} classes, the dataset {source.root} has "
+            f"{len(data_names)}"
+        )
+    diff = [(i, m, d) for i, (m, d) in enumerate(zip(model_names, data_names)) if m != d]
+    if diff:
+        i, m, d = diff[0]
+        raise EvalInputError(
+            f"class names differ ({len(diff)} of {num_classes}): class {i} is {m!r} in {weights} but {d!r} in "
+            f"the dataset {source.root}"
+        )
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Check inputs, evaluate, write the report; returns the report dict."""
+    from lucid_core.checkpoint import CheckpointError, load_checkpoint
+    from lucid_data.readers import load_dataset
+    from lucid_train.eval.report import build_report, sha256_file, write_report
+    from lucid_train.eval.runner import evaluate_model
+    from lucid_train.eval.sources import ground_truth_for_path
+
+    try:
+        checkpoint = load_checkpoint(args.weights, map_location=args.device)
+    except (CheckpointError, FileNotFoundError) as exc:
+        raise EvalInputError(f"--weights: {exc}") from exc
+    model = checkpoint.model
+    data = Path(args.data)
+    try:
+        source = load_dataset(data, args.split, model.task)  # type: ignore[arg-type]
+    except (ValueError, OSError, KeyError) as exc:  # LabelError, JSON / YAML errors, missing files
+        raise EvalInputError(f"--data {data} (split {args.split!r}): {exc}") from exc
+    check_images(source)
+    check_classes(checkpoint.names, model.num_classes, source, str(args.weights))
+    kpt_sigmas = _kpt_sigmas_from_yaml(data)
+    gt = ground_truth_for_path(data, args.split, source, model.task)
+    imgsz = int(args.imgsz or checkpoint.imgsz)
+
+    tic = time.perf_counter()
+    result = evaluate_model(
+        model,
+        source,
+        imgsz=imgsz,
+        batch_size=args.batch,
+        conf=args.conf,
+        iou=args.iou,
+        max_det=args.max_det,
+        decode=args.decode,
+        device=args.device,
+        backend=args.backend,
+        workers=args.workers,
+        ground_truth=gt,
+        kpt_sigmas=kpt_sigmas,
+    )
+    seconds = time.perf_counter() - tic
+    assert checkpoint.weights_path is not None
+    report = build_report(
+        result,
+        weights=str(args.weights),
+        weights_sha256=sha256_file(checkpoint.weights_path),
+        data=str(data),
+        split=args.split,
+        family=getattr(model, "family", None),
+        task=model.task,
+        imgsz=imgsz,
+        conf=args.conf,
+        iou=args.iou,
+        max_det=args.max_det,
+        device=str(args.device),
+        total_seconds=seconds,
+    )
+    write_report(args.output, report)
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        report = run(args)
+    except EvalInputError as exc:
+        print(f"lucid-eval: error: {exc}", file=sys.stderr)
+        return 2
+    parts = [
+        f"{t}: mAP50 {v['mAP50']:.4f} mAP50-95 {v['mAP50-95']:.4f}" for t, v in report["iou_types"].items()
+    ]
+    print(f"lucid-eval: {report['num_images']} images, decode {report['decode']}: " + "; ".join(parts))
+    for decode, other in report["other_decodes"].items():
+        parts = [
+            f"{t}: mAP50 {v['mAP50']:.4f} mAP50-95 {v['mAP50-95']:.4f}" for t, v in other["iou_types"].items()
+        ]
+        print(f"lucid-eval: decode {decode}: " + "; ".join(parts))
+    print(f"lucid-eval: report written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

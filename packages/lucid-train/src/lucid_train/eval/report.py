@@ -1,0 +1,73 @@
+"""The ``lucid-eval`` JSON report: scores plus everything needed to reproduce them, written atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from lucid_train.eval.evaluator import EvalResult
+
+REPORT_FORMAT = "lucid-eval-report/1"
+_VERSIONED = ("lucid-core", "lucid-data", "lucid-train", "torch", "numpy", "faster-coco-eval", "pycocotools")
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def versions() -> dict[str, str | None]:
+    """Installed versions of the packages the score depends on (None when absent)."""
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN/inf: such floats become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def build_report(result: EvalResult, **run: Any) -> dict[str, Any]:
+    """Report dict: ``format``, the run settings given as keyword arguments, ``versions`` and the scores."""
+    report: dict[str, Any] = {"format": REPORT_FORMAT, **run, "versions": versions()}
+    report.update(result.to_dict())
+    return _finite(report)  # type: ignore[no-any-return]
+
+
+def write_report(path: str | Path, report: dict[str, Any]) -> Path:
+    """Write JSON atomically: a temporary file in the same folder, flushed, then ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(report, handle, indent=2, allow_nan=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

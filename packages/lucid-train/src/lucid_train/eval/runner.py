@@ -1,0 +1,254 @@
+"""Score a model on a dataset split with the COCO protocol: `evaluate_model` and its per-batch `ModelScorer`.
+
+Pipeline (the same for in-training validation and ``lucid-eval``; issue 7):
+
+1. images come from ``lucid_data.DetectionDataset(source, imgsz, augment=False)``: the predict letterbox
+   (``lucid_core.geometry.letterbox``, ``auto=False``, square ``imgsz``) whose ``LetterboxInfo`` travels in
+   ``batch["meta"]``;
+2. the model runs in eval mode on ``uint8 / 255``; for the end-to-end family (yolo26) the head branch is chosen
+   per decode path (``"topk"`` = one-to-one branch + top-k, ``"nms"`` = one-to-many branch + NMS), as
+   ``lucid_core.predict.prepare_inference_model`` does;
+3. ``lucid_core.decode.postprocess`` decodes (validation defaults conf 0.001, iou 0.7, max_det 300);
+4. boxes / keypoints / masks / rotated boxes go back to ORIGINAL pixels with the inverse letterbox mappings
+   (``scale_*_back``; an OBB's box is the hull of its mapped rotated box), exactly as ``lucid_core.predict``;
+5. `COCOEvaluator` scores them against ``CocoGroundTruth.from_source`` (task → IoU types: detect/obb ``bbox``,
+   segment ``bbox`` + ``segm``, pose ``bbox`` + ``keypoints``; OBB is scored on the axis-aligned hull).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from lucid_train.eval.coco_gt import CocoGroundTruth
+from lucid_train.eval.evaluator import COCOEvaluator, EvalResult
+
+DECODE_CHOICES = ("topk", "nms", "both")
+TASK_IOU_TYPES: dict[str, tuple[str, ...]] = {
+    "detect": ("bbox",),
+    "obb": ("bbox",),
+    "segment": ("bbox", "segm"),
+    "pose": ("bbox", "keypoints"),
+}
+
+
+def decode_paths(model: nn.Module, decode: str | None) -> list[str]:
+    """Decode paths to score: None = the family default (end-to-end: ``topk``; others: ``nms``).
+
+    ``"both"`` (end-to-end models only) scores ``topk`` first (the primary result) and then ``nms``.
+    """
+    end2end = bool(getattr(model, "end2end", False))
+    if decode is None:
+        return ["topk" if end2end else "nms"]
+    if decode not in DECODE_CHOICES:
+        raise ValueError(f"decode must be None or one of {DECODE_CHOICES}, got {decode!r}")
+    if decode == "both":
+        if not end2end:
+            raise ValueError("decode='both' needs an end-to-end model (yolo26): it has one decode path only")
+        return ["topk", "nms"]
+    return [decode]
+
+
+def to_original(det: Any, info: Any) -> Any:
+    """Detections in network-input pixels → original pixels (inverse letterbox, as `lucid_core.predict`)."""
+    from lucid_core.geometry.letterbox import (
+        scale_boxes_back,
+        scale_keypoints_back,
+        scale_masks_back,
+        scale_rboxes_back,
+    )
+    from lucid_core.geometry.rotated import rboxes_to_xyxy
+    from lucid_core.results import Detections
+
+    if info is None:
+        return det
+    out = Detections(boxes=scale_boxes_back(det.boxes, info), scores=det.scores, labels=det.labels)
+    if det.rboxes is not None:
+        out.rboxes = scale_rboxes_back(det.rboxes, info)
+        out.boxes = rboxes_to_xyxy(out.rboxes)
+    if det.keypoints is not None:
+        out.keypoints = scale_keypoints_back(det.keypoints, info)
+    if det.masks is not None:
+        out.masks = scale_masks_back(det.masks, info)
+    return out
+
+
+class _BranchSelector:
+    """Context manager: eval mode and the head's decode branch for one decode path, restored on exit."""
+
+    def __init__(self, model: nn.Module, path: str) -> None:
+        self.model = model
+        self.path = path
+        self.head = getattr(model, "head", None)
+        self.switch = bool(getattr(model, "end2end", False)) and not bool(
+            getattr(self.head, "deployed", False)
+        )
+
+    def __enter__(self) -> None:
+        self.was_training = self.model.training
+        self.model.eval()
+        if self.switch:
+            self.old_branch = self.head.decode_branch  # type: ignore[union-attr]
+            self.head.decode_branch = "one2one" if self.path == "topk" else "one2many"  # type: ignore[union-attr]
+
+    def __exit__(self, *exc: object) -> None:
+        if self.switch:
+            self.head.decode_branch = self.old_branch  # type: ignore[union-attr]
+        self.model.train(self.was_training)
+
+
+class ModelScorer:
+    """Per-batch scoring of a model: `update(model, batch)` for each collated val batch, then `compute()`.
+
+    This is what `evaluate_model` runs; in-training validation calls it on the val dataloader with the EMA model.
+    """
+
+    def __init__(
+        self,
+        gt: CocoGroundTruth,
+        *,
+        task: str,
+        num_classes: int,
+        decode: Sequence[str] = ("nms",),
+        conf: float = 0.001,
+        iou: float = 0.7,
+        max_det: int = 300,
+        kpt_shape: tuple[int, int] | None = None,
+        iou_types: Iterable[str] | None = None,
+        backend: str = "lucid",
+        kpt_sigmas: Sequence[float] | None = None,
+    ) -> None:
+        if task not in TASK_IOU_TYPES:
+            raise ValueError(f"task must be one of {tuple(TASK_IOU_TYPES)}, got {task!r}")
+        if num_classes != gt.num_classes:
+            raise ValueError(
+                f"the model has {num_classes} classes but the dataset has {gt.num_classes} ({list(gt.names)[:5]}…)"
+            )
+        self.gt = gt
+        self.task = task
+        self.num_classes = num_classes
+        self.paths = list(decode)
+        self.conf, self.iou, self.max_det = conf, iou, max_det
+        self.kpt_shape = kpt_shape
+        types = tuple(iou_types) if iou_types is not None else TASK_IOU_TYPES[task]
+        self.evaluators = {
+            path: COCOEvaluator(gt, types, backend=backend, kpt_sigmas=kpt_sigmas) for path in self.paths
+        }
+
+    def reset(self) -> None:
+        for evaluator in self.evaluators.values():
+            evaluator.reset()
+
+    @torch.no_grad()
+    def detections(self, model: nn.Module, images: torch.Tensor, path: str) -> list[Any]:
+        """Decoded detections (network-input pixels, on the CPU) of one uint8 image batch for one decode path."""
+        from lucid_core.decode import postprocess
+
+        device = next((p.device for p in model.parameters()), torch.device("cpu"))
+        x = images.to(device)
+        x = x.float() / 255.0 if x.dtype == torch.uint8 else x.float()
+        with _BranchSelector(model, path):
+            output = model(x)
+        proto = None
+        if isinstance(output, tuple):
+            output, proto = output
+        dets = postprocess(
+            output.float(),
+            task=self.task,
+            nc=self.num_classes,
+            mode=path,
+            conf=self.conf,
+            iou=self.iou,
+            max_det=self.max_det,
+            proto=None if proto is None else proto.float(),
+            kpt_shape=self.kpt_shape,
+            input_hw=(int(x.shape[2]), int(x.shape[3])),
+        )
+        return [d.to("cpu") for d in dets]
+
+    def update(self, model: nn.Module, batch: dict[str, Any]) -> None:
+        """Decode one collated batch (``images``, ``meta`` with ``image_id`` and ``letterbox``) and score it."""
+        for path in self.paths:
+            for det, meta in zip(self.detections(model, batch["images"], path), batch["meta"]):
+                self.evaluators[path].update(meta["image_id"], to_original(det, meta.get("letterbox")))
+
+    def compute(self) -> EvalResult:
+        results = {path: self.evaluators[path].compute() for path in self.paths}
+        primary = results[self.paths[0]]
+        for path, result in results.items():
+            result.decode = path
+        primary.other_decodes = {p: r for p, r in results.items() if p != self.paths[0]}
+        return primary
+
+
+def evaluate_model(
+    model: nn.Module,
+    source_or_dataset: Any,
+    *,
+    imgsz: int = 640,
+    batch_size: int = 16,
+    conf: float = 0.001,
+    iou: float = 0.7,
+    max_det: int = 300,
+    decode: str | None = None,
+    device: str | torch.device | None = None,
+    backend: str = "lucid",
+    iou_types: Iterable[str] | None = None,
+    workers: int = 0,
+    ground_truth: CocoGroundTruth | None = None,
+    kpt_sigmas: Sequence[float] | None = None,
+) -> EvalResult:
+    """COCO-protocol scores of `model` on a split (see the module docstring for the exact pipeline).
+
+    ``source_or_dataset``: a ``lucid_data.DetectionDataset`` (its ``imgsz`` wins), a ``DatasetSource``, or a path
+    ``lucid_data.readers.load_dataset`` reads (its ``val`` split). ``decode``: None (family default), ``"topk"``,
+    ``"nms"`` or ``"both"`` (yolo26: the result is the top-k one, the NMS one is in ``other_decodes["nms"]``).
+    The model's train/eval mode and decode branch are restored afterwards.
+    """
+    from torch.utils.data import DataLoader
+
+    from lucid_data.collate import collate
+    from lucid_data.dataset import DetectionDataset
+
+    if isinstance(source_or_dataset, DetectionDataset):
+        dataset = source_or_dataset
+    else:
+        source = source_or_dataset
+        if isinstance(source, (str, Path)):
+            from lucid_data.readers import load_dataset
+
+            source = load_dataset(source, "val")
+        dataset = DetectionDataset(source, imgsz=imgsz, augment=False, verify="none")
+    if dataset.augment:
+        raise ValueError("evaluate_model needs an evaluation dataset (augment=False), got a training one")
+    gt = ground_truth if ground_truth is not None else CocoGroundTruth.from_source(dataset.source)
+    if device is not None:
+        model.to(device)
+    task = str(getattr(model, "task", dataset.task))
+    scorer = ModelScorer(
+        gt,
+        task=task,
+        num_classes=int(getattr(model, "num_classes", gt.num_classes)),
+        decode=decode_paths(model, decode),
+        conf=conf,
+        iou=iou,
+        max_det=max_det,
+        kpt_shape=getattr(model, "kpt_shape", None),
+        iou_types=iou_types,
+        backend=backend,
+        kpt_sigmas=kpt_sigmas,
+    )
+    loader = DataLoader(
+        dataset, batch_size=batch_size, shuffle=False, num_workers=workers, collate_fn=collate
+    )
+    tic = time.perf_counter()
+    for batch in loader:
+        scorer.update(model, batch)
+    result = scorer.compute()
+    result.seconds = time.perf_counter() - tic
+    return result
