@@ -1,0 +1,23 @@
+"""Interop with the reference implementation: safe checkpoint import, ``lucid-convert`` and ONNX export (issue 9)."""
+
+from lucid_core.interop.reference import (
+    CheckpointImportError,
+    ImportedConfig,
+    import_checkpoint,
+    import_reference_tree,
+    lucid_to_reference_key,
+    reference_to_lucid_key,
+)
+from lucid_core.interop.unpickler import RefusedGlobalError, StandInMethod, StandInModule
+
+__all__ = [
+    "CheckpointImportError",
+    "ImportedConfig",
+    "RefusedGlobalError",
+    "StandInMethod",
+    "StandInModule",
+    "import_checkpoint",
+    "import_reference_tree",
+    "lucid_to_reference_key",
+    "reference_to_lucid_key",
+]
