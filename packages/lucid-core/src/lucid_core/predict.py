@@ -101,6 +101,8 @@ def as_rgb_tensor(image: ImageInput) -> Tensor:
         array = array.astype(np.uint8) * 255
     if array.dtype != np.uint8:
         raise ImageLoadError(f"array image: expected uint8 pixels, got {array.dtype}")
+    if not array.flags.writeable:  # e.g. numpy.asarray of a PIL image; torch wants writable memory
+        array = array.copy()
     if array.ndim == 2:
         array = array[:, :, None]
     if array.ndim != 3:
@@ -109,11 +111,15 @@ def as_rgb_tensor(image: ImageInput) -> Tensor:
 
 
 def _image_list(images: ImageInput | Sequence[ImageInput]) -> list[ImageInput]:
-    if isinstance(images, Tensor) and images.ndim == 4:
-        return list(images.unbind(0))
-    if isinstance(images, list | tuple):
-        return list(images)
-    return [images]
+    """One image, or a list/tuple of images; a BCHW tensor counts as B images (also inside a list)."""
+    items = list(images) if isinstance(images, list | tuple) else [images]
+    out: list[ImageInput] = []
+    for item in items:
+        if isinstance(item, Tensor) and item.ndim == 4:
+            out.extend(item.unbind(0))
+        else:
+            out.append(item)
+    return out
 
 
 def _fuse(model: nn.Module) -> nn.Module:

@@ -1,0 +1,175 @@
+"""predict and lucid-predict: input kinds, original-pixel results, EXIF, corrupt files."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch import Tensor
+
+from lucid_core.checkpoint import save_model
+from lucid_core.decode import postprocess
+from lucid_core.geometry.letterbox import letterbox, letterbox_geometry, scale_boxes_back
+from lucid_core.models import YOLOModel, build_model
+from lucid_core.predict import ImageLoadError, as_rgb_tensor, load_image_rgb, predict, prepare_inference_model
+from lucid_core.predict_cli import main, mask_to_rle
+
+IMGSZ = 160  # small inputs keep these tests fast; the pipeline is size-independent
+
+
+@pytest.fixture(scope="module")
+def yolo26n() -> YOLOModel:
+    """yolo26n detect with class biases at 0 (p = 0.5) so that a random network yields detections."""
+    torch.manual_seed(0)
+    model = build_model("yolo26", "detect", "n", num_classes=3)
+    with torch.no_grad():
+        for seq in (*model.head.cv3, *model.head.one2one_cv3):
+            seq[-1].bias.zero_()
+    return model.eval()
+
+
+class FixedBoxModel(YOLOModel):
+    """Stand-in network: always outputs one box at ``self.box_xyxy`` (input pixels), class 1, p = 0.9."""
+
+    box_xyxy: Tensor
+
+    def forward(self, x: Tensor) -> Any:
+        x1, y1, x2, y2 = self.box_xyxy.tolist()
+        cols = [[(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1, 0.05, 0.9], [10.0, 10.0, 4.0, 4.0, 0.1, 0.1]]
+        return torch.tensor(cols, device=x.device).T[None]
+
+
+def test_predict_maps_boxes_back_to_original_pixels() -> None:
+    model = build_model("yolov8", "detect", "n", num_classes=2)
+    model.__class__ = FixedBoxModel
+    orig_hw = (300, 500)
+    info = letterbox_geometry(orig_hw, IMGSZ, auto=True, stride=32)
+    gx, gy = info.gain_wh
+    original_box = torch.tensor([50.0, 40.0, 450.0, 260.0])
+    box = original_box.clone()
+    box[0::2] = box[0::2] * gx + info.left
+    box[1::2] = box[1::2] * gy + info.top
+    model.box_xyxy = box
+    image = np.zeros((*orig_hw, 3), dtype=np.uint8)
+    (det,) = predict(model, image, imgsz=IMGSZ)
+    assert det.labels.tolist() == [1]
+    torch.testing.assert_close(det.boxes[0], original_box, atol=1e-3, rtol=0)
+
+
+@pytest.mark.shared
+def test_predict_on_bus_returns_boxes_inside_the_image(yolo26n: YOLOModel, shared_dir: Path) -> None:
+    path = shared_dir / "data" / "images" / "bus.jpg"
+    (det,) = predict(yolo26n, path, imgsz=IMGSZ)
+    h0, w0 = load_image_rgb(path).shape[1:]
+    assert 0 < len(det) <= 300
+    b = det.boxes
+    assert bool(((b[:, 0] >= 0) & (b[:, 2] <= w0) & (b[:, 1] >= 0) & (b[:, 3] <= h0)).all())
+    assert bool((b[:, 2] >= b[:, 0]).all() and (b[:, 3] >= b[:, 1]).all())
+    assert bool((det.scores > 0.25).all()) and bool((det.scores[:-1] >= det.scores[1:]).all())
+    # same result as the explicit pipeline: letterbox -> fused net -> postprocess -> scale back
+    net, mode = prepare_inference_model(yolo26n)
+    assert mode == "topk"
+    padded, info = letterbox(load_image_rgb(path), IMGSZ, auto=True)
+    with torch.no_grad():
+        out = net(padded[None].float() / 255)
+    (ref,) = postprocess(out, task="detect", nc=3, mode="topk")  # type: ignore[arg-type]
+    torch.testing.assert_close(det.boxes, scale_boxes_back(ref.boxes, info))
+    # decode="nms" switches to the one-to-many branch + NMS: no two same-class boxes overlap above 0.7
+    (nms,) = predict(yolo26n, path, imgsz=IMGSZ, decode="nms")
+    import torchvision
+
+    for c in nms.labels.unique():
+        boxes = nms.boxes[nms.labels == c]
+        iou = torchvision.ops.box_iou(boxes, boxes).fill_diagonal_(0)
+        assert float(iou.max()) <= 0.7 + 1e-6
+
+
+def test_input_kinds_give_identical_results(yolo26n: YOLOModel, tmp_path: Path) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    rgb = rng.integers(0, 256, (90, 120, 3), dtype=np.uint8)
+    Image.fromarray(rgb).save(tmp_path / "x.png")
+    tensor = torch.from_numpy(rgb).permute(2, 0, 1).contiguous()
+    pil = Image.fromarray(rgb)
+    kinds = [tmp_path / "x.png", str(tmp_path / "x.png"), rgb, tensor, pil, tensor[None]]
+    results = predict(yolo26n, kinds, imgsz=IMGSZ) + predict(yolo26n, tensor[None], imgsz=IMGSZ)
+    assert len(results) == 7
+    for det in results[1:]:
+        assert torch.equal(det.boxes, results[0].boxes) and torch.equal(det.scores, results[0].scores)
+
+
+def test_gray_rgba_and_palette_images_become_rgb(tmp_path: Path) -> None:
+    from PIL import Image
+
+    gray = np.full((5, 7), 40, dtype=np.uint8)
+    assert torch.equal(as_rgb_tensor(gray), torch.full((3, 5, 7), 40, dtype=torch.uint8))
+    rgba = np.zeros((5, 7, 4), dtype=np.uint8)
+    rgba[..., 3] = 255
+    assert as_rgb_tensor(rgba).shape == (3, 5, 7)
+    palette = Image.fromarray(np.full((5, 7, 3), 200, dtype=np.uint8)).convert("P")
+    assert as_rgb_tensor(palette).shape == (3, 5, 7)
+    Image.fromarray(gray).save(tmp_path / "g.png")
+    assert load_image_rgb(tmp_path / "g.png").shape == (3, 5, 7)
+    with pytest.raises(ImageLoadError, match="uint8"):
+        as_rgb_tensor(np.zeros((5, 7, 3), dtype=np.float32))
+
+
+def test_exif_orientation_is_applied(tmp_path: Path) -> None:
+    from PIL import Image
+
+    img = Image.fromarray(np.zeros((20, 40, 3), dtype=np.uint8))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # orientation: rotate 90° clockwise for display
+    img.save(tmp_path / "rot.jpg", exif=exif)
+    assert load_image_rgb(tmp_path / "rot.jpg").shape == (3, 40, 20)
+
+
+def test_prepared_model_is_a_fused_copy(yolo26n: YOLOModel) -> None:
+    pytest.importorskip("lucid_core.nn.fuse")
+    net, mode = prepare_inference_model(yolo26n, decode="nms")
+    assert mode == "nms" and net.head.decode_branch == "one2many" and not net.training
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())
+    assert any(
+        isinstance(m, torch.nn.BatchNorm2d) for m in yolo26n.modules()
+    )  # the caller's model is untouched
+    assert yolo26n.head.decode_branch == "one2one"
+
+
+def test_mask_rle_is_column_major_and_starts_with_zeros() -> None:
+    mask = torch.tensor([[1, 0], [1, 1]], dtype=torch.bool)
+    assert mask_to_rle(mask) == {"size": [2, 2], "counts": [0, 2, 1, 1]}
+
+
+@pytest.mark.shared
+def test_cli_skips_a_corrupt_file(
+    yolo26n: YOLOModel, shared_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    save_model(yolo26n, tmp_path / "w", names=["a", "b", "c"], imgsz=IMGSZ)
+    src = tmp_path / "images"
+    src.mkdir()
+    shutil.copy(shared_dir / "data" / "images" / "bus.jpg", src / "bus.jpg")
+    (src / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 definitely not a jpeg")
+    (src / "notes.txt").write_text("not an image")
+    out = tmp_path / "out"
+    code = main(["--weights", str(tmp_path / "w"), "--source", str(src), "--output", str(out)])
+    assert code == 0
+    assert "broken.jpg" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["bus.jpg.json"]
+    payload = json.loads((out / "bus.jpg.json").read_text())
+    h0, w0 = payload["orig_size"]
+    assert payload["num_detections"] == len(payload["detections"]) > 0
+    for rec in payload["detections"]:
+        x1, y1, x2, y2 = rec["box"]
+        assert 0 <= x1 <= x2 <= w0 and 0 <= y1 <= y2 <= h0
+        assert rec["name"] == ["a", "b", "c"][rec["label"]]
+    # a folder where nothing is readable: exit status 1
+    (src / "bus.jpg").unlink()
+    assert main(["--weights", str(tmp_path / "w"), "--source", str(src), "--output", str(out)]) == 1
+    assert main(["--weights", str(tmp_path / "missing"), "--source", str(src), "--output", str(out)]) == 2

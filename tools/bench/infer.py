@@ -1,0 +1,77 @@
+"""Benchmark: CPU latency of the n-scale detectors at 640, batch 1, BN-folded (fused) vs unfused.
+
+For each model (default yolo26n and yolo11n, detect, 80 classes) the same randomly initialised network is timed
+twice in this run — unfused (the baseline) and after :func:`lucid_core.predict.prepare_inference_model` (BN folded,
+the inference branch selected) — on one fixed 1x3x640x640 input: ``--warmup`` untimed forwards, then the median of
+``--runs`` timed forwards under ``torch.inference_mode``. Prints milliseconds and the unfused/fused ratio, and the
+largest difference between the two outputs (fusion must not change results beyond float rounding).
+
+Run by hand (not by tests): ``OMP_NUM_THREADS=1 uv run --no-sync python tools/bench/infer.py [--threads 1]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+
+import torch
+from torch import Tensor, nn
+
+from lucid_core.models import build_model
+from lucid_core.predict import prepare_inference_model
+
+
+def median_latency_ms(model: nn.Module, x: Tensor, warmup: int, runs: int) -> float:
+    with torch.inference_mode():
+        for _ in range(warmup):
+            model(x)
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            model(x)
+            times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def first_tensor(output: object) -> Tensor:
+    return output[0] if isinstance(output, tuple) else output  # type: ignore[return-value]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--models", nargs="+", default=["yolo26", "yolo11"], help="families (scale n, detect)"
+    )
+    parser.add_argument("--imgsz", type=int, default=640)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    x = torch.rand(1, 3, args.imgsz, args.imgsz)
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), input 1x3x{args.imgsz}x{args.imgsz}"
+    )
+    print(f"{'model':<10} {'unfused ms':>11} {'fused ms':>9} {'ratio':>6} {'max |diff|':>11}")
+    for family in args.models:
+        unfused = build_model(family, "detect", "n", num_classes=80).eval()
+        with torch.no_grad():  # non-trivial BN statistics, so that the fused/unfused difference is meaningful
+            for buf in unfused.buffers():
+                if buf.is_floating_point():
+                    buf.uniform_(0.5, 1.5)
+        fused, _ = prepare_inference_model(copy.deepcopy(unfused))
+        if unfused.end2end:  # compare the same branch: the one the fused model decodes
+            unfused.head.decode_branch = fused.head.decode_branch
+        base = median_latency_ms(unfused, x, args.warmup, args.runs)
+        fast = median_latency_ms(fused, x, args.warmup, args.runs)
+        with torch.inference_mode():
+            diff = (first_tensor(unfused(x)) - first_tensor(fused(x))).abs().max().item()
+        print(f"{family + 'n':<10} {base:>11.1f} {fast:>9.1f} {base / fast:>6.2f} {diff:>11.2e}")
+
+
+if __name__ == "__main__":
+    main()
