@@ -129,6 +129,31 @@ def test_exif_orientation_is_applied(tmp_path: Path) -> None:
     assert load_image_rgb(tmp_path / "rot.jpg").shape == (3, 40, 20)
 
 
+@pytest.mark.parametrize(("task", "options"), [("segment", {}), ("pose", {"kpt_shape": (4, 3)}), ("obb", {})])
+def test_task_outputs_come_back_in_original_pixels(task: str, options: dict[str, Any]) -> None:
+    torch.manual_seed(0)
+    model = build_model("yolov8", task, "n", num_classes=2, **options).eval()
+    with torch.no_grad():
+        for seq in model.head.cv3:
+            seq[-1].bias.zero_()
+    image = np.random.default_rng(1).integers(0, 256, (100, 70, 3), dtype=np.uint8)
+    (det,) = predict(model, image, imgsz=IMGSZ, max_det=20)
+    assert 0 < len(det) <= 20
+    if task == "segment":
+        assert (
+            det.masks is not None and det.masks.shape == (len(det), 100, 70) and det.masks.dtype == torch.bool
+        )
+    if task == "pose":
+        assert det.keypoints is not None and det.keypoints.shape == (len(det), 4, 3)
+        kx, ky = det.keypoints[..., 0], det.keypoints[..., 1]
+        assert bool(((kx >= 0) & (kx <= 70) & (ky >= 0) & (ky <= 100)).all())
+    if task == "obb":
+        from lucid_core.geometry.rotated import rboxes_to_xyxy
+
+        assert det.rboxes is not None and det.rboxes.shape == (len(det), 5)
+        torch.testing.assert_close(det.boxes, rboxes_to_xyxy(det.rboxes))
+
+
 def test_prepared_model_is_a_fused_copy(yolo26n: YOLOModel) -> None:
     pytest.importorskip("lucid_core.nn.fuse")
     net, mode = prepare_inference_model(yolo26n, decode="nms")
