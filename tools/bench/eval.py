@@ -6,7 +6,9 @@ random scores). Both sides get the same detections; the pycocotools side is the 
 (``COCO.loadRes`` → ``COCOeval.evaluate`` → ``accumulate`` → ``summarize``), ours is ``update`` per image then
 ``compute``. The stats of the two are checked for equality and the ratio of wall times is printed.
 
-Run: ``uv run --no-sync python tools/bench/eval.py [--images 5000] [--backend faster]``.
+Run: ``uv run --no-sync python tools/bench/eval.py [--images 5000] [--backend lucid] [--with-faster]``.
+Measured (2 shared cores, busy machine): 500 images: faster-coco-eval 3.1 s vs pycocotools 12.3 s (3.9×), hence
+the vectorised default backend; 5,000 images: ours 13.4 s vs pycocotools 654 s (48.7×), stats identical.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--classes", type=int, default=80)
     parser.add_argument("--backend", default="lucid")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--with-faster", action="store_true", help="also time the faster-coco-eval backend")
     args = parser.parse_args(argv)
 
     gt, detections = synthetic_set(args.images, args.classes, seed=args.seed)
@@ -133,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     for image_id, det in detections:
         reference.update(image_id, det)
     ref_s, ref_stats = time_pycocotools(gt, reference.results("bbox"))
+    if args.with_faster and args.backend != "faster":
+        faster_s, _ = time_ours(gt, detections, "faster")
+        print(f"faster-coco-eval backend: {faster_s:.2f} s   ratio vs pycocotools: {ref_s / faster_s:.1f}x")
     same = ours_stats == ref_stats
     print(
         f"ours ({args.backend}): {ours_s:.2f} s   pycocotools: {ref_s:.2f} s   ratio: {ref_s / ours_s:.1f}x"

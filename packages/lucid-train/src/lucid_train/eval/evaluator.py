@@ -309,7 +309,7 @@ class COCOEvaluator:
                 )
             if kp.shape[2] == 2:
                 kp = np.concatenate([kp, np.ones_like(kp[..., :1])], axis=2)
-            entry.keypoints = kp.reshape(n, -1)
+            entry.keypoints = kp.reshape(n, kp.shape[1] * kp.shape[2])
         self._images[coco_id] = entry
 
     def _encode_masks(self, coco_id: int, masks: Any, n: int) -> list[dict[str, Any]]:
