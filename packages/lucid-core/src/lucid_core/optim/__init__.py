@@ -1,0 +1,34 @@
+"""Optimiser math: MuSGD / Newton–Schulz, recipe parameter groups, LR/momentum schedule, weight EMA."""
+
+from lucid_core.optim.ema import ModelEMA, ema_decay
+from lucid_core.optim.musgd import MuSGD, newton_schulz5, orthogonalise_batched
+from lucid_core.optim.param_groups import (
+    build_param_groups,
+    gradient_accumulation,
+    route_parameter,
+    scaled_weight_decay,
+)
+from lucid_core.optim.schedule import (
+    WarmupSchedule,
+    apply_lr_momentum,
+    linear_lr_factor,
+    lr_momentum_at,
+    warmup_iterations,
+)
+
+__all__ = [
+    "ModelEMA",
+    "MuSGD",
+    "WarmupSchedule",
+    "apply_lr_momentum",
+    "build_param_groups",
+    "ema_decay",
+    "gradient_accumulation",
+    "linear_lr_factor",
+    "lr_momentum_at",
+    "newton_schulz5",
+    "orthogonalise_batched",
+    "route_parameter",
+    "scaled_weight_decay",
+    "warmup_iterations",
+]

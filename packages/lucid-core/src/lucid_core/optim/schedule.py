@@ -1,0 +1,103 @@
+"""Learning-rate and momentum schedule of the reference recipe, as pure functions.
+
+Source: issue 6 ("Recipe defaults") — lr0 0.01, lrf 0.01 with linear decay
+``lf(e) = (1 − e / epochs)·(1 − lrf) + lrf`` applied per epoch; per-iteration warm-up over
+``nw = max(round(warmup_epochs · iters_per_epoch), 100)`` iterations (warmup_epochs 3) with linear
+interpolation: the bias group's lr from ``warmup_bias_lr`` (0.1) down to ``initial_lr·lf(e)``, every other group's
+lr from 0 up to ``initial_lr·lf(e)``, and momentum from ``warmup_momentum`` (0.8) up to ``momentum`` (0.937).
+``iteration`` counts batches from the start of training (epoch · iters_per_epoch + batch index).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class WarmupSchedule:
+    """Hyperparameters of the linear-decay schedule with warm-up (recipe defaults)."""
+
+    epochs: int
+    iters_per_epoch: int
+    lrf: float = 0.01
+    momentum: float = 0.937
+    warmup_epochs: float = 3.0
+    warmup_bias_lr: float = 0.1
+    warmup_momentum: float = 0.8
+    min_warmup_iters: int = 100
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.iters_per_epoch < 1:
+            raise ValueError(
+                f"WarmupSchedule: epochs and iters_per_epoch must be >= 1, got {self.epochs}, {self.iters_per_epoch}"
+            )
+
+
+def linear_lr_factor(epoch: float, epochs: int, lrf: float = 0.01) -> float:
+    """lf(e) = (1 − e / epochs)·(1 − lrf) + lrf: 1 at epoch 0, lrf at the end."""
+    return (1 - epoch / epochs) * (1.0 - lrf) + lrf
+
+
+def warmup_iterations(iters_per_epoch: int, warmup_epochs: float = 3.0, min_iters: int = 100) -> int:
+    """nw = max(round(warmup_epochs · iters_per_epoch), min_iters); 0 when warm-up is off (warmup_epochs <= 0)."""
+    if warmup_epochs <= 0:
+        return 0
+    return max(round(warmup_epochs * iters_per_epoch), min_iters)
+
+
+def _interp(x: float, x1: float, y0: float, y1: float) -> float:
+    """Linear interpolation from (0, y0) to (x1, y1), clamped to the end points (like numpy.interp)."""
+    if x <= 0:
+        return y0
+    if x >= x1:
+        return y1
+    return y0 + (y1 - y0) * (x / x1)
+
+
+def lr_momentum_at(
+    iteration: int,
+    epoch: int,
+    groups: Sequence[Mapping[str, Any]],
+    schedule: WarmupSchedule,
+) -> list[tuple[float, float]]:
+    """Per-group (lr, momentum) at a global batch ``iteration`` in ``epoch``.
+
+    ``groups`` are parameter groups as built by :func:`~lucid_core.optim.build_param_groups`: each needs
+    ``initial_lr``; a group whose ``param_group`` is ``"bias"`` warms up from ``warmup_bias_lr``.
+    """
+    lf = linear_lr_factor(epoch, schedule.epochs, schedule.lrf)
+    nw = warmup_iterations(schedule.iters_per_epoch, schedule.warmup_epochs, schedule.min_warmup_iters)
+    values: list[tuple[float, float]] = []
+    for i, group in enumerate(groups):
+        if "initial_lr" not in group:
+            raise KeyError(
+                f"lr_momentum_at: parameter group {i} has no 'initial_lr' (build it with build_param_groups)"
+            )
+        target_lr = float(group["initial_lr"]) * lf
+        if iteration <= nw and nw > 0:
+            start_lr = schedule.warmup_bias_lr if group.get("param_group") == "bias" else 0.0
+            values.append(
+                (
+                    _interp(iteration, nw, start_lr, target_lr),
+                    _interp(iteration, nw, schedule.warmup_momentum, schedule.momentum),
+                )
+            )
+        else:
+            values.append((target_lr, schedule.momentum))
+    return values
+
+
+def apply_lr_momentum(optimizer: torch.optim.Optimizer, values: Sequence[tuple[float, float]]) -> None:
+    """Write per-group (lr, momentum) into an optimiser (``betas[0]`` for Adam-style groups)."""
+    if len(values) != len(optimizer.param_groups):
+        raise ValueError(f"apply_lr_momentum: {len(values)} values for {len(optimizer.param_groups)} groups")
+    for group, (lr, momentum) in zip(optimizer.param_groups, values, strict=True):
+        group["lr"] = lr
+        if "betas" in group:
+            group["betas"] = (momentum, group["betas"][1])
+        elif "momentum" in group:
+            group["momentum"] = momentum
