@@ -198,3 +198,41 @@ def test_cli_skips_a_corrupt_file(
     (src / "bus.jpg").unlink()
     assert main(["--weights", str(tmp_path / "w"), "--source", str(src), "--output", str(out)]) == 1
     assert main(["--weights", str(tmp_path / "missing"), "--source", str(src), "--output", str(out)]) == 2
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_predict_with_imported_reference_checkpoints_matches_fixture(shared_dir: Path) -> None:
+    """End to end on the reference checkpoints: file → letterbox → network → decode → original pixels.
+
+    Where the reference did not resize (scale 1) the input is bit-identical and the stored tolerances apply
+    (1e-2 px, 1e-4 conf). Where it did (the 1024² OBB case), our bilinear resize differs from cv2.INTER_LINEAR
+    by up to one grey level (see test_core_letterbox.py), which moves that case's outputs by up to ~0.8 px /
+    0.03 conf (measured); only the count and labels are then required to match, plus a loose bound.
+    """
+    from lucid_core.interop.reference import import_checkpoint
+
+    for fixture_path in sorted((shared_dir / "fixtures").glob("import_*.pt")):
+        fx = torch.load(fixture_path, weights_only=True, map_location="cpu")
+        model, _ = import_checkpoint(shared_dir / fx["checkpoint"]["file"])
+        for case in fx["cases"].values():
+            args, ref = case["predict_args"], case["pred"]
+            (det,) = predict(
+                model, shared_dir / case["image"], imgsz=args["imgsz"], conf=args["conf"], iou=args["iou"]
+            )
+            assert len(det) == case["num_pred"], fixture_path.name
+            assert torch.equal(det.labels, ref["cls"].long())
+            resized = case["letterbox"]["new_unpad_wh"] != [
+                case["orig_shape_hw"][1],
+                case["orig_shape_hw"][0],
+            ]
+            box_tol, conf_tol = (1.5, 0.05) if resized else (1e-2, 1e-4)
+            torch.testing.assert_close(det.scores, ref["conf"], atol=conf_tol, rtol=0)
+            torch.testing.assert_close(det.boxes, ref["xyxy"], atol=box_tol, rtol=0)
+            if "keypoints" in ref:
+                assert det.keypoints is not None
+                torch.testing.assert_close(det.keypoints, ref["keypoints"], atol=box_tol, rtol=0)
+            if "xywhr" in ref:
+                assert det.rboxes is not None
+                torch.testing.assert_close(det.rboxes, ref["xywhr"], atol=box_tol, rtol=0)
