@@ -52,6 +52,12 @@ def count_flops(model: nn.Module, imgsz: int | tuple[int, int], channels: int = 
         if isinstance(m, nn.modules.batchnorm._BatchNorm)
         and not any(f"{root}.{name}".startswith(ex + ".") for ex in excluded)
     ]
+    # BatchNorm in training mode dispatches through a slow functional path; its mode changes no FLOP count.
+    norms_in_training = [
+        m for m in meta_model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training
+    ]
+    for norm in norms_in_training:
+        norm.eval()
     x = torch.empty(1, channels, h, w, device="meta")
     counter = FlopCounterMode(display=False)
     try:
@@ -60,6 +66,8 @@ def count_flops(model: nn.Module, imgsz: int | tuple[int, int], channels: int = 
     finally:
         for handle in handles:
             handle.remove()
+        for norm in norms_in_training:
+            norm.train()
     per_module = counter.get_flop_counts()
     aux_flops = sum(_module_flops(per_module, name) for name in excluded)
     return int(counter.get_total_flops()) - aux_flops + BN_FLOPS_PER_ELEMENT * norm_elements[0]
