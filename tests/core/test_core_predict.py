@@ -155,7 +155,6 @@ def test_task_outputs_come_back_in_original_pixels(task: str, options: dict[str,
 
 
 def test_prepared_model_is_a_fused_copy(yolo26n: YOLOModel) -> None:
-    pytest.importorskip("lucid_core.nn.fuse")
     net, mode = prepare_inference_model(yolo26n, decode="nms")
     assert mode == "nms" and net.head.decode_branch == "one2many" and not net.training
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())

@@ -14,16 +14,15 @@ which switches the head to its one-to-many branch followed by class-aware NMS; o
 from __future__ import annotations
 
 import copy
-import importlib
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torchvision.io import ImageReadMode, decode_image
 
 from lucid_core.checkpoint import load_checkpoint
@@ -38,6 +37,7 @@ from lucid_core.geometry.letterbox import (
 )
 from lucid_core.geometry.rotated import rboxes_to_xyxy
 from lucid_core.models import TrainOutput, YOLOModel
+from lucid_core.nn.fuse import fuse_model
 from lucid_core.results import Detections
 
 ImageInput = str | os.PathLike[str] | np.ndarray[Any, Any] | Tensor | Any
@@ -122,17 +122,6 @@ def _image_list(images: ImageInput | Sequence[ImageInput]) -> list[ImageInput]:
     return out
 
 
-def _fuse(model: nn.Module) -> nn.Module:
-    """Fold Conv+BN pairs with the model package's fuser (``lucid_core.nn.fuse.fuse_model``) when present."""
-    try:
-        module = importlib.import_module("lucid_core.nn.fuse")
-    except ImportError:
-        return model
-    fuse_model: Callable[[nn.Module], nn.Module | None] = module.fuse_model
-    fused = fuse_model(model)
-    return fused if isinstance(fused, nn.Module) else model
-
-
 def prepare_inference_model(
     model: YOLOModel,
     *,
@@ -151,9 +140,7 @@ def prepare_inference_model(
     if model.end2end and not prepared.head.deployed:
         prepared.head.decode_branch = "one2one" if mode == "topk" else "one2many"
     if fuse:
-        fused = _fuse(prepared)
-        assert isinstance(fused, YOLOModel)
-        prepared = fused
+        fuse_model(prepared)  # in place: Conv+BN pairs folded
     return prepared, mode
 
 
