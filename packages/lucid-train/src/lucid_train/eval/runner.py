@@ -221,8 +221,12 @@ def evaluate_model(
         source = source_or_dataset
         if isinstance(source, (str, Path)):
             from lucid_data.readers import load_dataset
+            from lucid_train.eval.sources import ground_truth_for_path
 
-            source = load_dataset(source, "val")
+            task = getattr(model, "task", None)
+            source = load_dataset(source_or_dataset, "val", task)
+            if ground_truth is None:  # a COCO layout is scored against its own JSON
+                ground_truth = ground_truth_for_path(source_or_dataset, "val", source, task)
         dataset = DetectionDataset(source, imgsz=imgsz, augment=False, verify="none")
     if dataset.augment:
         raise ValueError("evaluate_model needs an evaluation dataset (augment=False), got a training one")
