@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from matplotlib.figure import Figure
 
 from lucid_viz.draw import DEFAULT_OPTIONS, RenderOptions, draw_ground_truth, overlay_predictions, show_image
 from lucid_viz.figures import new_figure
-from lucid_viz.inputs import as_rgb_image, check_task, get_field, load_image_rgb
+from lucid_viz.inputs import TASKS, as_rgb_image, check_task, get_field, load_image_rgb
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
@@ -101,24 +102,38 @@ def show_predictions(
     predictor: Callable[..., Sequence[Any]] | None = None,
     **predict_kwargs: Any,
 ) -> Figure:
-    """Run ``lucid_core.predict.predict(weights, images, **predict_kwargs)`` and draw a grid of the results,
-    over ``annotations`` (one targets object per image, in original-image pixels) when given.
+    """Predict with a checkpoint and draw a grid of the results, over ``annotations`` when given.
 
-    ``images`` is a path, a directory or a list of paths / RGB arrays. The task is inferred from the results'
-    fields unless given. ``predictor`` replaces ``predict`` (same call), e.g. for a model already loaded.
+    ``weights`` is a lucid checkpoint path (``lucid_core.checkpoint``; its class names and task are used unless
+    ``options.names`` / ``task`` are given) or a model; the call is
+    ``lucid_core.predict.predict(model, images, **predict_kwargs)`` (e.g. ``imgsz``, ``conf``), imported here,
+    lazily, so that importing lucid_viz never imports torch. ``predictor`` replaces ``predict`` (same call; the
+    checkpoint is then handed to it as given). ``images`` is a path, a directory or a list of paths / RGB
+    arrays; ``annotations`` holds one targets object per image, in original-image pixels (or None).
     """
     sources = expand_sources(images)
+    if annotations is not None and len(annotations) != len(sources):
+        raise ValueError(f"show_predictions: {len(annotations)} annotations for {len(sources)} images")
+    model = weights
     if predictor is None:
-        from lucid_core.predict import predict  # lazy: lucid_core.predict imports torch and the models
+        from lucid_core.predict import predict
 
         predictor = predict
-    results = list(predictor(weights, sources, **predict_kwargs))
+        if isinstance(weights, str | os.PathLike):
+            from lucid_core.checkpoint import load_checkpoint
+
+            checkpoint = load_checkpoint(weights)
+            model = checkpoint.model
+            if options.names is None and checkpoint.names:
+                options = replace(options, names=list(checkpoint.names))
+    results = list(predictor(model, sources, **predict_kwargs))
     if len(results) != len(sources):
         raise ValueError(
             f"show_predictions: predict returned {len(results)} results for {len(sources)} images"
         )
     if task is None:
-        task = infer_task(results[0]) if results else "detect"
+        model_task = getattr(model, "task", None)
+        task = model_task if model_task in TASKS else infer_task(results[0]) if results else "detect"
     shown = [load_image_rgb(s) if isinstance(s, str | os.PathLike) else s for s in sources]
     titles = [
         Path(s).name if isinstance(s, str | os.PathLike) else f"image {i}" for i, s in enumerate(sources)
