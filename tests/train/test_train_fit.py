@@ -54,6 +54,7 @@ def _fit(
     return module, trainer
 
 
+@pytest.mark.slow
 def test_fit_writes_the_run_directory(shapes_yaml: Path, tmp_path: Path) -> None:
     module, trainer = _fit(shapes_yaml, tmp_path, epochs=2)
     for name in ("last.ckpt", "best.ckpt", "metrics.csv", "metrics.jsonl", "optimizer.json", "summary.txt"):
@@ -94,6 +95,7 @@ def test_fit_writes_the_run_directory(shapes_yaml: Path, tmp_path: Path) -> None
     assert "lucid-train:" in (tmp_path / "summary.txt").read_text()
 
 
+@pytest.mark.slow
 def test_same_seed_gives_byte_identical_losses_and_weights(shapes_yaml: Path, tmp_path: Path) -> None:
     first, _ = _fit(shapes_yaml, tmp_path / "a", epochs=1)
     second, _ = _fit(shapes_yaml, tmp_path / "b", epochs=1)
@@ -102,6 +104,7 @@ def test_same_seed_gives_byte_identical_losses_and_weights(shapes_yaml: Path, tm
     assert state_hash(first.ema_model) == state_hash(second.ema_model)
 
 
+@pytest.mark.slow
 def test_resume_after_kill_continues_bit_exactly(shapes_yaml: Path, tmp_path: Path) -> None:
     straight, _ = _fit(shapes_yaml, tmp_path / "straight", epochs=2)
     with pytest.raises(_Killed):
@@ -167,3 +170,47 @@ def test_non_finite_loss_stops_naming_step_and_batch_and_keeps_last_checkpoint(
     assert "step" in message and "batch 0" in message and "epoch 1" in message
     assert info.value.epoch == 1 and info.value.batch_index == 0
     assert torch.load(tmp_path / "last.ckpt", weights_only=True)["epoch"] == 0
+
+
+class _RecordSteps(pl.Callback):
+    """Records (iteration, per-group (lr, momentum)) whenever an optimizer step happened on a batch."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[int, list[tuple[float, float]]]] = []
+        self._last_step = 0
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if trainer.global_step != self._last_step:
+            self._last_step = trainer.global_step
+            iteration = batch_idx + trainer.num_training_batches * trainer.current_epoch
+            groups = trainer.optimizers[0].param_groups
+            self.steps.append((iteration, [(g["lr"], g["momentum"]) for g in groups]))
+
+
+def test_lr_and_momentum_per_group_follow_the_warmup_and_decay_formulas(
+    shapes_yaml: Path, tmp_path: Path
+) -> None:
+    from lucid_train.recipe import OptimizerConfig
+
+    recorder = _RecordSteps()
+    epochs, lr0, lrf = 2, 0.02, 0.01
+    config = OptimizerConfig(name="SGD", lr0=lr0, lrf=lrf, warmup_min_iters=3)
+    module, trainer = _fit(shapes_yaml, tmp_path, epochs=epochs, callbacks=[recorder], optimizer=config)
+    nb = trainer.num_training_batches
+    nw = max(round(3.0 * nb), 3)
+    names = [g["param_group"] for g in trainer.optimizers[0].param_groups]
+    assert names == ["weight", "bn", "bias"]
+    assert len(recorder.steps) == trainer.global_step > 0
+    for iteration, values in recorder.steps:
+        epoch = iteration // nb
+        target = lr0 * ((1 - epoch / epochs) * (1 - lrf) + lrf)
+        for name, (lr, momentum) in zip(names, values):
+            if iteration <= nw:
+                start = 0.1 if name == "bias" else 0.0
+                assert lr == pytest.approx(start + (target - start) * iteration / nw, rel=1e-9, abs=1e-12)
+                assert momentum == pytest.approx(0.8 + (0.937 - 0.8) * iteration / nw, rel=1e-9)
+            else:
+                assert lr == pytest.approx(target, rel=1e-9)
+                assert momentum == pytest.approx(0.937, rel=1e-9)

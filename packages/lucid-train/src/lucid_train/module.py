@@ -16,7 +16,6 @@ Validation scores the EMA model in eval mode with :mod:`lucid_train.eval` - the 
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import random
@@ -155,9 +154,15 @@ class DetectionLitModule(pl.LightningModule):
 
         self.model = self._build_model(weights)
         self.criterion = self._build_loss()
-        # The EMA copy is a registered submodule: Lightning moves it to the device and checkpoints it.
-        self.ema_model = copy.deepcopy(self.model).eval().requires_grad_(False)
-        self.ema_updates = 0
+        # lucid_core's ModelEMA; its copy is also registered as a submodule so Lightning moves and checkpoints it.
+        from lucid_core.optim import ModelEMA
+
+        self.ema = ModelEMA(
+            self.model,
+            decay=self.ema_config.decay if self.ema_config.enabled else 0.0,
+            tau=self.ema_config.tau,
+        )
+        self.ema_model = self.ema.ema
         self.resolved: ResolvedOptimizer | None = None
         self.last_opt_step = -1
         self.accumulate = 1
@@ -251,10 +256,9 @@ class DetectionLitModule(pl.LightningModule):
         )
         self.accumulate = self.resolved.accumulate
         rank_zero_info(self.resolved.describe())
-        boost = None
-        if self.optimizer_config.cls_lr_boost and hasattr(self.model, "cls_branch_parameter_names"):
-            boosted = set(self.model.cls_branch_parameter_names())
-            boost = boosted.__contains__
+        boost = None  # MuSGD trains the head's classification convs with lr x 3 (fixture README layout)
+        if hasattr(self.model, "cls_branch_parameter_names"):
+            boost = set(self.model.cls_branch_parameter_names()).__contains__
         groups = core_optim.build_param_groups(
             self.model,
             optimizer=self.resolved.name,
@@ -286,34 +290,27 @@ class DetectionLitModule(pl.LightningModule):
 
     def _apply_schedule(self, optimizer: torch.optim.Optimizer, iteration: int, epoch: int, nb: int) -> None:
         """Set lr and momentum of every group for batch iteration ``iteration`` (warm-up, then linear decay)."""
-        from lucid_core import optim as core_optim
+        from lucid_core.optim import WarmupSchedule, apply_lr_momentum, lr_momentum_at
 
         assert self.resolved is not None
         cfg = self.optimizer_config
-        values = core_optim.lr_momentum_at(
-            iteration,
-            epoch,
-            groups=optimizer.param_groups,
-            lr0=self.resolved.lr0,
-            lrf=cfg.lrf,
+        schedule = WarmupSchedule(
             epochs=int(self.trainer.max_epochs or 1),
             iters_per_epoch=nb,
-            warmup_epochs=cfg.warmup_epochs,
-            warmup_min_iters=cfg.warmup_min_iters,
-            warmup_momentum=cfg.warmup_momentum,
-            warmup_bias_lr=cfg.warmup_bias_lr,
+            lrf=cfg.lrf,
             momentum=self.resolved.momentum,
+            warmup_epochs=cfg.warmup_epochs,
+            warmup_bias_lr=cfg.warmup_bias_lr,
+            warmup_momentum=cfg.warmup_momentum,
+            min_warmup_iters=cfg.warmup_min_iters,
         )
-        for group, (lr, momentum) in zip(optimizer.param_groups, values):
-            group["lr"] = lr * group.get("lr_scale", 1.0)
-            if "betas" in group:
-                group["betas"] = (momentum, group["betas"][1])
-            elif "momentum" in group:
-                group["momentum"] = momentum
+        apply_lr_momentum(optimizer, lr_momentum_at(iteration, epoch, optimizer.param_groups, schedule))
 
     def _warmup_iterations(self, nb: int) -> int:
+        from lucid_core.optim import warmup_iterations
+
         cfg = self.optimizer_config
-        return max(round(cfg.warmup_epochs * nb), cfg.warmup_min_iters) if cfg.warmup_epochs > 0 else 0
+        return warmup_iterations(nb, cfg.warmup_epochs, cfg.warmup_min_iters)
 
     def _accumulate_at(self, iteration: int, nb: int) -> int:
         """Accumulation count at ``iteration``: ramped 1 → nominal/batch during warm-up (reference behaviour)."""
@@ -386,21 +383,13 @@ class DetectionLitModule(pl.LightningModule):
             self.log(f"train/{name}", value, prog_bar=True, on_step=True, on_epoch=False, batch_size=1)
         return total.detach()
 
-    @torch.no_grad()
-    def _update_ema(self) -> None:
+    @property
+    def ema_updates(self) -> int:
+        return int(self.ema.updates)
+
+    def _update_ema(self) -> float:
         """EMA of every float parameter and buffer after each optimizer step: d = decay · (1 − exp(−updates/tau))."""
-        if not self.ema_config.enabled:
-            self.ema_model.load_state_dict(self.model.state_dict())
-            return
-        self.ema_updates += 1
-        d = self.ema_config.decay * (1 - math.exp(-self.ema_updates / self.ema_config.tau))
-        model_state = self.model.state_dict()
-        for key, ema_value in self.ema_model.state_dict().items():
-            value = model_state[key].detach()
-            if ema_value.dtype.is_floating_point:
-                ema_value.mul_(d).add_(value, alpha=1 - d)
-            else:
-                ema_value.copy_(value)
+        return float(self.ema.update(self.model))
 
     def on_train_epoch_start(self) -> None:
         self._epoch_item_sums = None
@@ -490,7 +479,7 @@ class DetectionLitModule(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["hyper_parameters"] = _plain(dict(checkpoint.get("hyper_parameters", {})))
         state: dict[str, Any] = {
-            "ema_updates": self.ema_updates,
+            "ema_updates": self.ema.updates,
             "last_opt_step": self.last_opt_step,
             "rng": rng_state(),
             "resolved_optimizer": self.resolved.as_dict() if self.resolved else None,
@@ -501,7 +490,7 @@ class DetectionLitModule(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint.get("lucid", {})
-        self.ema_updates = int(state.get("ema_updates", 0))
+        self.ema.updates = int(state.get("ema_updates", 0))
         self.last_opt_step = int(state.get("last_opt_step", -1))
         if "loss" in state and hasattr(self.criterion, "load_state_dict"):
             self.criterion.load_state_dict(state["loss"])

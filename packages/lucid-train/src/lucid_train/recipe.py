@@ -49,7 +49,6 @@ class OptimizerConfig:
     warmup_momentum: float = 0.8
     warmup_bias_lr: float = 0.1
     grad_clip_norm: float = 10.0
-    cls_lr_boost: bool = False
 
     def __post_init__(self) -> None:
         if self.name not in ("auto", "SGD", "MuSGD", "AdamW"):
@@ -110,14 +109,16 @@ class ResolvedOptimizer:
 
 def accumulate_steps(batch_size: int, nominal_batch: int = 64) -> int:
     """Batches per optimizer step so the effective batch approaches ``nominal_batch``: ``max(round(nbs/bs), 1)``."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
-    return max(round(nominal_batch / batch_size), 1)
+    from lucid_core.optim import gradient_accumulation
+
+    return int(gradient_accumulation(batch_size, nominal_batch))
 
 
 def scaled_weight_decay(weight_decay: float, batch_size: int, nominal_batch: int = 64) -> float:
-    """Weight decay scaled by ``batch × accumulate / nominal_batch`` (issue 6)."""
-    return weight_decay * batch_size * accumulate_steps(batch_size, nominal_batch) / nominal_batch
+    """Weight decay scaled by ``batch × accumulate / nominal_batch`` (issue 6; lucid_core's rule)."""
+    from lucid_core.optim import scaled_weight_decay as core_scaled_weight_decay
+
+    return float(core_scaled_weight_decay(weight_decay, batch_size, nominal_batch))
 
 
 def resolve_optimizer(
