@@ -46,6 +46,7 @@ class DatasetSource:
     - problems: bad labels skipped in non-strict reading, as `file:line: reason`.
     - corrupt_images: images left out because their header cannot be read, as `path: corrupt image: reason`
       (images that decode only partially are found by `load_image`, e.g. in `lucid-data check`).
+    - annotation_file: the COCO JSON a COCO-layout source was read from (None for other layouts).
     """
 
     records: list[ImageRecord]
@@ -58,6 +59,7 @@ class DatasetSource:
     split: str = "train"
     problems: list[str] = field(default_factory=list)
     corrupt_images: list[str] = field(default_factory=list)
+    annotation_file: Path | None = None  # COCO layouts: the JSON read, so evaluation can score against it verbatim
 
     def __post_init__(self) -> None:
         if not self.category_ids:

@@ -226,4 +226,5 @@ def read_coco(
         root=img_dir,
         split=split,
         problems=[str(p) for p in problems],
+        annotation_file=Path(json_path),
     )
