@@ -197,7 +197,7 @@ def test_lr_and_momentum_per_group_follow_the_warmup_and_decay_formulas(
     recorder = _RecordSteps()
     epochs, lr0, lrf = 2, 0.02, 0.01
     config = OptimizerConfig(name="SGD", lr0=lr0, lrf=lrf, warmup_min_iters=3)
-    module, trainer = _fit(shapes_yaml, tmp_path, epochs=epochs, callbacks=[recorder], optimizer=config)
+    _module, trainer = _fit(shapes_yaml, tmp_path, epochs=epochs, callbacks=[recorder], optimizer=config)
     nb = trainer.num_training_batches
     nw = max(round(3.0 * nb), 3)
     names = [g["param_group"] for g in trainer.optimizers[0].param_groups]

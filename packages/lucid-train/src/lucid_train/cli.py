@@ -18,6 +18,7 @@ with status 2, before any training step.
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from lucid_train.module import DetectionLitModule
 from lucid_train.recipe import EMAConfig, LossConfig, OptimizerConfig
 
 #: epochs of the embedded default (synthetic shapes) when ``--trainer.max_epochs`` is not given.
-DEFAULT_SHAPES_EPOCHS = 10
+DEFAULT_SHAPES_EPOCHS = 12
 #: epochs for a real dataset when ``--trainer.max_epochs`` is not given (reference default).
 DEFAULT_EPOCHS = 100
 DEFAULT_RUN_DIR = "runs/train"
@@ -143,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
         args = ["fit"]
+    # Expected by design: the EMA copy lives in eval mode; the batch's host-side meta needs our transfer hook.
+    warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode.*")
+    warnings.filterwarnings("ignore", message=r".*overridden `transfer_batch_to_device`.*")
     try:
         _check_config_files(args)
         build_cli(args)

@@ -37,9 +37,9 @@ SHAPES_TAG = "shapes-detect-v1"
 class SynthConfig:
     """Parameters of the embedded synthetic shapes dataset (used when ``data.root`` is not given)."""
 
-    n_train: int = 1000
+    n_train: int = 800
     n_val: int = 100
-    imgsz: int = 128
+    imgsz: int = 96
     num_classes: int = 3
     min_objects: int = 1
     max_objects: int = 4

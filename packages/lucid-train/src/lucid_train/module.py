@@ -173,6 +173,7 @@ class DetectionLitModule(pl.LightningModule):
         self.val_metrics: dict[str, float] = {}
         self._evaluator: Any = None
         self._closed_epoch = -1
+        self._gt: Any = None
 
     # ------------------------------------------------------------------ construction
     def _build_model(self, weights: str | None) -> nn.Module:
@@ -419,18 +420,25 @@ class DetectionLitModule(pl.LightningModule):
         """The model validation scores: the EMA copy (in eval mode)."""
         return self.ema_model.eval()
 
-    def on_validation_epoch_start(self) -> None:
-        from lucid_train.validation import BatchScorer
+    def _ground_truth(self) -> Any:
+        """COCO ground truth of the val split, built once (the same as ``evaluate_model`` builds it)."""
+        if self._gt is None:
+            from lucid_train.eval import CocoGroundTruth
 
-        dm = self.trainer.datamodule  # type: ignore[attr-defined]
-        self._evaluator = BatchScorer(
-            dm.val_source(),
+            self._gt = CocoGroundTruth.from_source(self.trainer.datamodule.val_source())  # type: ignore[attr-defined]
+        return self._gt
+
+    def on_validation_epoch_start(self) -> None:
+        from lucid_train.eval.runner import ModelScorer, decode_paths
+
+        self._evaluator = ModelScorer(
+            self._ground_truth(),
             task=self.task,
             num_classes=self.num_classes,
+            decode=decode_paths(self.ema_model, self.decode),
             conf=self.val_conf,
             iou=self.val_iou,
             max_det=self.max_det,
-            decode=self.decode,
         )
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
@@ -456,24 +464,18 @@ class DetectionLitModule(pl.LightningModule):
 
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> Any:
         """Detections (predict defaults conf 0.25, iou 0.7) in network-input pixels for one batch."""
-        from lucid_core.decode import postprocess
-        from lucid_train.validation import default_decode
+        from lucid_train.eval.runner import ModelScorer, decode_paths
 
-        model = self.eval_model()
-        pred = model(self._images(batch))
-        proto = None
-        if isinstance(pred, tuple):
-            pred, proto = pred
-        return postprocess(
-            pred.float(),
+        scorer = ModelScorer(
+            self._ground_truth(),
             task=self.task,
-            nc=self.num_classes,
-            mode=default_decode(model, self.decode),
+            num_classes=self.num_classes,
             conf=0.25,
             iou=0.7,
             max_det=self.max_det,
-            proto=proto,
+            decode=decode_paths(self.ema_model, self.decode)[:1],
         )
+        return scorer.detections(self.eval_model(), batch["images"], scorer.paths[0])
 
     # ------------------------------------------------------------------ checkpoint state
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
-import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 
@@ -175,26 +174,10 @@ def _sample_predictions(
     trainer: pl.Trainer, pl_module: pl.LightningModule, count: int = 8
 ) -> tuple[Any, Any, Any]:
     """First ``count`` validation images (HWC uint8 numpy), their EMA-model detections and targets."""
-    from lucid_core.decode import postprocess
-
     datamodule = trainer.datamodule  # type: ignore[attr-defined]
     batch = next(iter(datamodule.val_dataloader()))
     images = batch["images"][:count]
-    model = pl_module.eval_model()  # type: ignore[operator]
-    with torch.no_grad():
-        pred = model(images.to(pl_module.device).float() / 255.0)
-    if isinstance(pred, tuple):
-        pred = pred[0]
-    end2end = bool(getattr(model, "end2end", False))
-    detections = postprocess(
-        pred,
-        task=pl_module.task,
-        nc=pl_module.num_classes,
-        mode="topk" if end2end else "nms",  # type: ignore[arg-type]
-        conf=0.25,
-        iou=0.7,
-        max_det=300,
-    )
+    detections = pl_module.predict_step({"images": images}, 0)
     numpy_images = [img.permute(1, 2, 0).cpu().numpy() for img in images]
     return (
         numpy_images,

@@ -1,0 +1,115 @@
+"""`lucid-train`: recipe flags reach the module, data → model links, one-paragraph setup errors, a tiny CLI fit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lucid_train_testing import make_shapes
+
+from lucid_train.cli import build_cli, main
+from lucid_train.errors import TrainingSetupError
+
+
+@pytest.fixture(scope="module")
+def shapes_yaml(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_shapes(tmp_path_factory.mktemp("cli-shapes"), n_train=8, n_val=4)
+
+
+def test_recipe_flags_and_links_reach_the_module(shapes_yaml: Path, tmp_path: Path) -> None:
+    cli = build_cli(
+        [
+            "--data.root",
+            str(shapes_yaml),
+            "--data.imgsz",
+            "64",
+            "--data.workers",
+            "0",
+            "--optimizer.lr0",
+            "0.02",
+            "--optimizer.name",
+            "SGD",
+            "--ema.decay",
+            "0.999",
+            "--loss.box",
+            "5.0",
+            "--model.family",
+            "yolov8",
+            "--trainer.default_root_dir",
+            str(tmp_path),
+        ],
+        run=False,
+    )
+    module, data = cli.model, cli.datamodule
+    assert module.optimizer_config.lr0 == 0.02 and module.optimizer_config.name == "SGD"
+    assert module.optimizer_config.momentum is None  # unset: resolved later, never overridden when given
+    assert module.ema_config.decay == 0.999 and module.loss_config.box == 5.0
+    assert module.family == "yolov8" and int(module.model.num_classes) == data.num_classes
+    assert module.names == data.names and module.imgsz == 64
+
+
+def test_missing_dataset_is_one_paragraph_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.yaml"
+    assert main(["fit", "--data.root", str(missing)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(missing) in err and "expected" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("content", [None, "model: [unclosed", "- just\n- a list\n"])
+def test_unreadable_config_is_one_paragraph_error(
+    content: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    if content is not None:
+        config.write_text(content)
+    assert main(["fit", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(config) in err and "expected" in err and "\n" not in err
+
+
+def test_class_count_mismatch_between_weights_and_data_is_named(shapes_yaml: Path, tmp_path: Path) -> None:
+    from lucid_core.checkpoint import save_model
+    from lucid_core.models import build_model
+    from lucid_train.datamodule import DetectionDataModule
+    from lucid_train.module import DetectionLitModule
+
+    data = DetectionDataModule(root=str(shapes_yaml), imgsz=64, workers=0)
+    weights = tmp_path / "w.safetensors"
+    save_model(
+        build_model(family="yolov8", task="detect", scale="n", num_classes=data.num_classes + 2), weights
+    )
+    with pytest.raises(TrainingSetupError, match="class-count mismatch") as info:
+        DetectionLitModule(family="yolov8", num_classes=data.num_classes, weights=str(weights))
+    assert str(data.num_classes + 2) in str(info.value) and str(data.num_classes) in str(info.value)
+
+
+@pytest.mark.slow
+def test_cli_fit_prints_the_summary_and_exports_best(
+    shapes_yaml: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    code = main(
+        [
+            "fit",
+            "--data.root",
+            str(shapes_yaml),
+            "--data.imgsz",
+            "64",
+            "--data.workers",
+            "0",
+            "--data.batch_size",
+            "4",
+            "--trainer.max_epochs",
+            "1",
+            "--trainer.accelerator",
+            "cpu",
+            "--trainer.enable_progress_bar",
+            "false",
+            "--trainer.default_root_dir",
+            str(run),
+        ]
+    )
+    assert code == 0
+    assert "lucid-train:" in capsys.readouterr().out and "mAP50-95" in (run / "summary.txt").read_text()
+    assert (run / "best.safetensors").is_file() and (run / "last.ckpt").is_file()
+    assert (run / "config.yaml").is_file()
