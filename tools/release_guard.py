@@ -107,7 +107,9 @@ def load_packages(root: Path) -> dict[str, Package]:
             pyproject=pyproject,
             src=pyproject.parent / "src" / import_name,
             requires=[Requirement(s) for s in project.get("dependencies", [])],
-            extras={k: [Requirement(s) for s in v] for k, v in project.get("optional-dependencies", {}).items()},
+            extras={
+                k: [Requirement(s) for s in v] for k, v in project.get("optional-dependencies", {}).items()
+            },
         )
         pkgs[name] = pkg
     return pkgs
@@ -214,14 +216,19 @@ def check_imports(
                     sib = by_import[r].name
                     if sib not in SIBLING_GRAPH.get(pkg.name, frozenset()):
                         out.append(
-                            Violation("2-tiers", rel, subject, f"{pkg.name} may not depend on {sib} (tier graph)")
+                            Violation(
+                                "2-tiers", rel, subject, f"{pkg.name} may not depend on {sib} (tier graph)"
+                            )
                         )
                     elif sib not in declared:
                         out.append(Violation("2-tiers", rel, subject, f"{sib} is not declared by {pkg.name}"))
                     elif declared[sib] is not None and not site.guarded:
                         out.append(
                             Violation(
-                                "2-tiers", rel, subject, f"{sib} is only in extra [{declared[sib]}]: guard the import"
+                                "2-tiers",
+                                rel,
+                                subject,
+                                f"{sib} is only in extra [{declared[sib]}]: guard the import",
                             )
                         )
                     continue
@@ -265,7 +272,9 @@ def check_versions(root: Path, pkgs: dict[str, Package]) -> list[Violation]:
             if sib is None:
                 continue
             if not str(req.specifier):
-                out.append(Violation("3-versions", rel, str(req), f"sibling {sib.name} needs a version range"))
+                out.append(
+                    Violation("3-versions", rel, str(req), f"sibling {sib.name} needs a version range")
+                )
             elif not req.specifier.contains(Version(sib.version), prereleases=True):
                 out.append(
                     Violation(
@@ -343,7 +352,9 @@ def installed_licence(dist: str) -> str | None:
     expr = meta.get("License-Expression")
     if expr:
         return str(expr)
-    classifiers = [c.split("::")[-1].strip() for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
+    classifiers = [
+        c.split("::")[-1].strip() for c in meta.get_all("Classifier") or [] if c.startswith("License ::")
+    ]
     lic = (meta.get("License") or "").strip()
     if lic and len(lic) < 80 and "\n" not in lic:
         return lic if not classifiers else f"{lic} ({'; '.join(classifiers)})"
@@ -376,8 +387,12 @@ def check_licences(
             rows.append((pkg.name, dist, version, lic or "(not installed here)"))
             if lic and COPYLEFT.search(lic):
                 out.append(
-                    Violation("4-licences", str(lock_path.relative_to(root)), f"{dist} {version}",
-                              f"copyleft licence '{lic}' in the runtime closure of {pkg.name}")
+                    Violation(
+                        "4-licences",
+                        str(lock_path.relative_to(root)),
+                        f"{dist} {version}",
+                        f"copyleft licence '{lic}' in the runtime closure of {pkg.name}",
+                    )
                 )
     width = max((len(r[1]) for r in rows), default=10)
     report(f"{'package':<12} {'distribution':<{width}} {'version':<14} licence")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import builtins
-from typing import Any
+import sys
 
 import pytest
 import torch
@@ -20,14 +19,7 @@ def test_capabilities_consistent_with_torch() -> None:
 
 
 def test_missing_triton_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_import = builtins.__import__
-
-    def fake_import(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name == "triton":
-            raise ImportError("No module named 'triton'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", fake_import)
+    monkeypatch.setitem(sys.modules, "triton", None)  # makes `import triton` raise ImportError
     with pytest.raises(ImportError, match=r"lucid-accel\[cuda\]"):
         lucid_accel.require_triton()
     assert "lucid-accel[cuda]" in TRITON_EXTRA_HINT

@@ -22,8 +22,12 @@ def core_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if uv is None:
         pytest.skip("uv is not on PATH")
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run([uv, "build", "--package", "lucid-core", "--wheel", "-o", str(out)], cwd=REPO, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [uv, "build", "--package", "lucid-core", "--wheel", "-o", str(out)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = out.glob("lucid_core-*.whl")
     return wheel
 

@@ -14,16 +14,32 @@ rg = importlib.util.module_from_spec(_spec)
 sys.modules["release_guard"] = rg
 _spec.loader.exec_module(rg)
 
-MAPPING = {"torch": ["torch"], "numpy": ["numpy"], "yaml": ["PyYAML"], "matplotlib": ["matplotlib"],
-           "lightning": ["lightning"], "requests": ["requests"], "triton": ["triton"]}
+MAPPING = {
+    "torch": ["torch"],
+    "numpy": ["numpy"],
+    "yaml": ["PyYAML"],
+    "matplotlib": ["matplotlib"],
+    "lightning": ["lightning"],
+    "requests": ["requests"],
+    "triton": ["triton"],
+}
 
 
-def plant(root: Path, name: str, deps: list[str], files: dict[str, str], *, version: str = "0.1.0",
-          extras: dict[str, list[str]] | None = None) -> None:
+def plant(
+    root: Path,
+    name: str,
+    deps: list[str],
+    files: dict[str, str],
+    *,
+    version: str = "0.1.0",
+    extras: dict[str, list[str]] | None = None,
+) -> None:
     imp = name.replace("-", "_")
     pkg = root / "packages" / name
     (pkg / "src" / imp).mkdir(parents=True, exist_ok=True)
-    lines = [f'[project]\nname = "{name}"\nversion = "{version}"\ndependencies = {deps!r}\n'.replace("'", '"')]
+    lines = [
+        f'[project]\nname = "{name}"\nversion = "{version}"\ndependencies = {deps!r}\n'.replace("'", '"')
+    ]
     if extras:
         lines.append("[project.optional-dependencies]\n")
         for k, v in extras.items():
@@ -40,8 +56,15 @@ def violations(root: Path) -> list[str]:
 
 
 def test_clean_tree_passes(tmp_path: Path) -> None:
-    plant(tmp_path, "lucid-core", ["torch", "numpy"], {"a.py": "import torch\nimport numpy as np\nimport os\n"})
-    plant(tmp_path, "lucid-viz", ["lucid-core>=0.1,<0.2", "matplotlib"], {"b.py": "import matplotlib\nimport lucid_core\n"})
+    plant(
+        tmp_path, "lucid-core", ["torch", "numpy"], {"a.py": "import torch\nimport numpy as np\nimport os\n"}
+    )
+    plant(
+        tmp_path,
+        "lucid-viz",
+        ["lucid-core>=0.1,<0.2", "matplotlib"],
+        {"b.py": "import matplotlib\nimport lucid_core\n"},
+    )
     assert violations(tmp_path) == []
 
 
@@ -53,9 +76,13 @@ def test_rule1_undeclared_import(tmp_path: Path) -> None:
 
 
 def test_rule1_extra_must_be_guarded(tmp_path: Path) -> None:
-    plant(tmp_path, "lucid-data", ["lucid-core>=0.1,<0.2"], {
-        "bad.py": "import yaml\n",
-        "good.py": """
+    plant(
+        tmp_path,
+        "lucid-data",
+        ["lucid-core>=0.1,<0.2"],
+        {
+            "bad.py": "import yaml\n",
+            "good.py": """
             try:
                 import yaml
             except ImportError as e:
@@ -63,11 +90,15 @@ def test_rule1_extra_must_be_guarded(tmp_path: Path) -> None:
             def lazy():
                 import yaml
         """,
-    }, extras={"yaml": ["pyyaml"]})
+        },
+        extras={"yaml": ["pyyaml"]},
+    )
     plant(tmp_path, "lucid-core", [], {})
     out = violations(tmp_path)
     assert len(out) == 1, out
-    assert "bad.py" in out[0] and "import yaml" in out[0] and "extra [yaml]" in out[0] and "1-imports" in out[0]
+    assert (
+        "bad.py" in out[0] and "import yaml" in out[0] and "extra [yaml]" in out[0] and "1-imports" in out[0]
+    )
 
 
 def test_rule2_forbidden_in_core_even_guarded(tmp_path: Path) -> None:
@@ -95,7 +126,8 @@ def test_rule3_sibling_range_must_admit_version(tmp_path: Path) -> None:
 
 def test_rule4_copyleft_in_closure(tmp_path: Path) -> None:
     plant(tmp_path, "lucid-core", ["torch"], {})
-    (tmp_path / "uv.lock").write_text(textwrap.dedent("""
+    (tmp_path / "uv.lock").write_text(
+        textwrap.dedent("""
         version = 1
         [[package]]
         name = "lucid-core"
@@ -111,13 +143,22 @@ def test_rule4_copyleft_in_closure(tmp_path: Path) -> None:
         [[package]]
         name = "winonly"
         version = "1.0"
-    """))
+    """)
+    )
     licences = {"torch": "BSD-3-Clause", "sneaky": "GPL-3.0-or-later", "winonly": "AGPL-3.0"}
     table: list[str] = []
-    out = rg.check_licences(tmp_path, rg.load_packages(tmp_path), licence_of=licences.get,
-                            env={"sys_platform": "linux", "python_version": "3.11",
-                                 "python_full_version": "3.11.7", "platform_machine": "x86_64"},
-                            report=table.append)
+    out = rg.check_licences(
+        tmp_path,
+        rg.load_packages(tmp_path),
+        licence_of=licences.get,
+        env={
+            "sys_platform": "linux",
+            "python_version": "3.11",
+            "python_full_version": "3.11.7",
+            "platform_machine": "x86_64",
+        },
+        report=table.append,
+    )
     assert [str(v) for v in out] == [
         "uv.lock: sneaky 1.0: copyleft licence 'GPL-3.0-or-later' in the runtime closure of lucid-core [rule 4-licences]"
     ]

@@ -8,7 +8,9 @@ from types import ModuleType
 
 import torch
 
-TRITON_EXTRA_HINT = "Triton kernels need the CUDA extra: pip install 'lucid-accel[cuda]' (or 'lucid-train[cuda]')"
+TRITON_EXTRA_HINT = (
+    "Triton kernels need the CUDA extra: pip install 'lucid-accel[cuda]' (or 'lucid-train[cuda]')"
+)
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ def capabilities() -> Capabilities:
 def require_triton() -> ModuleType:
     """Import Triton or fail with a message naming the extra to install."""
     try:
-        import triton
+        triton = importlib.import_module("triton")
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(TRITON_EXTRA_HINT) from exc
     return triton
