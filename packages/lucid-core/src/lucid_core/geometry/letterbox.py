@@ -6,10 +6,9 @@ is split ``round(d − 0.1)`` before and ``round(d + 0.1)`` after (an odd total 
 bottom/right); ``auto=True`` pads only to the minimum stride-multiple rectangle, ``auto=False`` to the full
 ``new_shape``. The inverse uses **per-axis** gains of the rounded resize, ``gx = new_w / W0``, ``gy = new_h / H0``.
 
-The resize uses ``torch.nn.functional.interpolate(mode="bilinear", align_corners=False, antialias=False)`` on
-float32 and rounds back to uint8 (lucid_core has no OpenCV). It samples at the same pixel centres as
-``cv2.INTER_LINEAR`` but OpenCV uses 11-bit fixed-point weights, so pixels can differ by a small amount; the
-measured distance on the fixture images is recorded in ``tests/core/test_core_letterbox.py``.
+The resize is :func:`lucid_core.geometry.resize.resize_bilinear_uint8`, an integer re-implementation of
+``cv2.resize(img, new_unpad, interpolation=cv2.INTER_LINEAR)`` that is bit-exact with OpenCV on uint8 images
+(lucid_core has no OpenCV dependency), so the letterboxed input equals the fixtures' ``input_uint8``.
 """
 
 from __future__ import annotations
@@ -21,6 +20,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from lucid_core.geometry.resize import resize_bilinear_uint8
 
 
 @dataclass(frozen=True)
@@ -127,13 +128,10 @@ def image_to_chw_uint8(image: Tensor | np.ndarray[Any, Any]) -> Tensor:
 
 
 def resize_uint8(image: Tensor, size_hw: tuple[int, int]) -> Tensor:
-    """Bilinear resize (half-pixel centres, no antialias) of a uint8 CHW tensor, rounded back to uint8."""
+    """Resize a uint8 CHW tensor to ``size_hw = (h, w)`` exactly like ``cv2.INTER_LINEAR`` (returned as is if equal)."""
     if tuple(image.shape[-2:]) == tuple(size_hw):
         return image
-    resized = F.interpolate(
-        image[None].float(), size=size_hw, mode="bilinear", align_corners=False, antialias=False
-    )[0]
-    return resized.round_().clamp_(0, 255).to(torch.uint8)
+    return resize_bilinear_uint8(image, (int(size_hw[1]), int(size_hw[0])))
 
 
 def letterbox(
