@@ -1,0 +1,67 @@
+"""Lightning DDP on 2 CPU processes (gloo): one shuffle on every rank, disjoint shards, per-rank augmentation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from lucid_train_testing import make_shapes
+
+SCRIPT = textwrap.dedent(
+    """
+    import hashlib, json, sys
+    from pathlib import Path
+    import lightning.pytorch as pl
+    import torch
+    sys.path.insert(0, {tests_dir!r})
+    from lucid_train_testing import tiny_data, tiny_module, tiny_trainer
+
+    out = Path({out!r})
+
+    class Record(pl.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            if batch_idx:
+                return
+            loader = trainer.train_dataloader
+            sampler = loader.sampler
+            digest = hashlib.sha256(batch["images"].cpu().numpy().tobytes()).hexdigest()
+            record = {{
+                "rank": trainer.global_rank, "world": trainer.world_size,
+                "permutation": sampler.permutation(), "shard": list(sampler),
+                "dataset_rank": loader.dataset.rank, "images": digest,
+                "ids": [m["image_id"] for m in batch["meta"]],
+            }}
+            (out / f"rank{{trainer.global_rank}}.json").write_text(json.dumps(record, default=str))
+
+    if __name__ == "__main__":
+        torch.set_num_threads(1)
+        pl.seed_everything(0, verbose=False)
+        data = tiny_data(Path({yaml!r}), batch_size=4)
+        module = tiny_module(data)
+        trainer = tiny_trainer(out, max_epochs=1, callbacks=[Record()], strategy="ddp_spawn", devices=2,
+                               limit_train_batches=1, limit_val_batches=0)
+        trainer.fit(module, datamodule=data)
+    """
+)
+
+
+@pytest.mark.slow
+def test_ddp_two_gloo_processes_share_the_shuffle_and_differ_in_augmentation(tmp_path: Path) -> None:
+    yaml_path = make_shapes(tmp_path / "shapes", n_train=16, n_val=2)
+    script = tmp_path / "ddp_run.py"
+    script.write_text(
+        SCRIPT.format(tests_dir=str(Path(__file__).parent), out=str(tmp_path), yaml=str(yaml_path))
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["rank"] for r in ranks] == [0, 1] and all(r["world"] == 2 for r in ranks)
+    assert ranks[0]["permutation"] == ranks[1]["permutation"]  # identical shuffle on every rank
+    assert set(ranks[0]["shard"]).isdisjoint(ranks[1]["shard"])  # each rank its own slice
+    assert sorted(ranks[0]["shard"] + ranks[1]["shard"]) == list(range(16))
+    assert [r["dataset_rank"] for r in ranks] == [0, 1]  # augmentation keyed by rank
+    assert ranks[0]["images"] != ranks[1]["images"]
