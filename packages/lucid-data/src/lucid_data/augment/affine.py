@@ -5,7 +5,9 @@ Composition (documented reference augmentation, hyper-parameters `degrees`, `tra
 P a perspective with P[2,0], P[2,1] ~ U(±perspective), R a rotation by U(±degrees) with isotropic scale
 U(1 ± scale), S a shear by U(±shear) degrees on both axes and T a translation to U(0.5 ± translate) of the output
 size. The output canvas is the input size plus 2·border (border = −imgsz/2 after a 2·imgsz mosaic). Pixels are
-warped with cv2.warpAffine (cv2.warpPerspective when perspective ≠ 0), INTER_LINEAR, constant border 114.
+warped with cv2.warpAffine (cv2.warpPerspective when perspective ≠ 0), INTER_LINEAR, constant border 114: a
+640x640 output from a 640x480 image takes 2.5 ms with cv2 vs 11.0 ms with Pillow's transform and 5.6 ms with
+torch grid_sample on one thread (`tools/bench/data.py --libs`).
 """
 
 from __future__ import annotations

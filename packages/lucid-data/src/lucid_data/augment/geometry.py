@@ -8,7 +8,9 @@ Every annotation type follows the transform (issue 5, "Geometry follows every an
   polygon, so segment boxes are exact;
 - rotated boxes `(cx, cy, w, h, θ)` (corner convention of `lucid_data.targets`): their 4 corners are treated as a
   polygon, clipped, and refitted to a minimum-area rectangle (`cv2.minAreaRect`, rotating calipers); the result
-  is put in the canonical form θ ∈ [0, π/2) used by the readers;
+  is put in the canonical form θ ∈ [0, π/2) used by the readers (its centre is inside the canvas; where the cut is
+  oblique its corners may stick out, since the minimum-area rectangle of a corner-cut shape is not contained
+  in the canvas; the clipped polygon itself always is);
 - keypoints: transformed; any point outside the canvas is marked invisible (v = 0, x = y = 0).
 
 Degenerate instances are dropped with the reference-style candidate filter (documented augmentation defaults):

@@ -1,0 +1,160 @@
+"""Benchmark: augmented training samples per second at 640 with mosaic, vs decode-only, cached vs uncached.
+
+Dataset: `../shared/data/coco8` (train split, 4 COCO images; issue 5). Measured in the same run:
+
+- decode-only: `lucid_data.load_image` of the dataset's files (the floor any pipeline pays without a cache);
+- augmented (default `AugmentConfig`: mosaic 1.0, affine, HSV, flip) through `DetectionDataset`, uncached and with
+  `cache="ram"`, in-process (0 workers) and through a `DataLoader` with 1 and 2 workers (throughput per worker);
+- all with one OpenCV/torch thread per process, so the numbers are per core;
+- with `--libs`: the pixel kernels of the pipeline in cv2 vs Pillow vs torch (resize, affine warp), the measurement
+  behind choosing cv2.
+
+Every line prints samples/s and the ratio to decode-only. Run by hand (not by tests):
+`OMP_NUM_THREADS=1 uv run --no-sync python tools/bench/data.py [--samples 200] [--workers 0 1 2] [--libs]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from lucid_data import DetectionDataset, collate, load_dataset, load_image
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_DATA = (
+    Path(os.environ.get("LUCID_SHARED_DIR", REPO_ROOT.parent / "shared")) / "data" / "coco8" / "coco8.yaml"
+)
+
+
+def _rate(count: int, seconds: float) -> float:
+    return count / max(seconds, 1e-9)
+
+
+def decode_only(paths: list[Path], samples: int) -> float:
+    start = time.perf_counter()
+    for i in range(samples):
+        load_image(paths[i % len(paths)])
+    return _rate(samples, time.perf_counter() - start)
+
+
+def in_process(ds: DetectionDataset, samples: int) -> float:
+    start = time.perf_counter()
+    done = 0
+    epoch = 0
+    while done < samples:
+        ds.set_epoch(epoch)
+        for i in range(len(ds)):
+            ds[i]
+            done += 1
+        epoch += 1
+    return _rate(done, time.perf_counter() - start)
+
+
+def _single_thread_cv2(_worker_id: int) -> None:
+    import cv2
+
+    cv2.setNumThreads(1)
+
+
+def through_loader(ds: DetectionDataset, samples: int, workers: int, batch_size: int = 4) -> float:
+    # coco8 has 4 images: one loader walks the indices repeatedly so worker start-up (included) is paid once
+    order = [i % len(ds) for i in range(samples)]
+    ds.set_epoch(0)
+    loader = DataLoader(
+        ds,
+        batch_size=batch_size,
+        sampler=order,
+        num_workers=workers,
+        collate_fn=collate,
+        worker_init_fn=_single_thread_cv2,
+    )
+    start = time.perf_counter()
+    done = 0
+    for batch in loader:
+        done += batch["images"].shape[0]
+    return _rate(done, time.perf_counter() - start)
+
+
+def compare_libs(image: np.ndarray, repeats: int = 30) -> None:
+    import cv2
+    from PIL import Image
+
+    def timed(fn) -> float:  # type: ignore[no-untyped-def]
+        fn()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        return (time.perf_counter() - start) / repeats * 1e3
+
+    h, w = image.shape[:2]
+    size = (int(w * 1.37), int(h * 1.37))
+    pil = Image.fromarray(image)
+    chw = torch.from_numpy(image).permute(2, 0, 1)[None].float()
+    print(f"pixel kernels on a {w}x{h} image, ms per call (1 thread):")
+    print(
+        f"  resize  cv2 INTER_LINEAR {timed(lambda: cv2.resize(image, size, interpolation=cv2.INTER_LINEAR)):7.2f}"
+    )
+    print(f"  resize  Pillow BILINEAR  {timed(lambda: pil.resize(size, Image.BILINEAR)):7.2f}")
+    print(
+        f"  resize  torch bilinear   {timed(lambda: torch.nn.functional.interpolate(chw, size=size[::-1], mode='bilinear')):7.2f}"
+    )
+    m = cv2.getRotationMatrix2D((w / 2, h / 2), 10, 1.1)
+    print(
+        f"  affine  cv2 warpAffine   {timed(lambda: cv2.warpAffine(image, m, (640, 640), borderValue=(114, 114, 114))):7.2f}"
+    )
+    coeffs = tuple(np.linalg.inv(np.vstack([m, [0, 0, 1]]))[:2].reshape(-1))
+    print(
+        f"  affine  Pillow transform {timed(lambda: pil.transform((640, 640), Image.AFFINE, coeffs, Image.BILINEAR, fillcolor=(114, 114, 114))):7.2f}"
+    )
+    theta = torch.tensor([[[0.9, 0.1, 0.0], [-0.1, 0.9, 0.0]]])
+    grid = torch.nn.functional.affine_grid(theta, [1, 3, 640, 640], align_corners=False)
+    print(
+        f"  affine  torch grid_sample{timed(lambda: torch.nn.functional.grid_sample(chw, grid, align_corners=False)):7.2f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--imgsz", type=int, default=640)
+    parser.add_argument("--samples", type=int, default=120)
+    parser.add_argument("--workers", type=int, nargs="*", default=[0, 1, 2])
+    parser.add_argument("--libs", action="store_true", help="also time cv2 vs Pillow vs torch pixel kernels")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    import cv2
+
+    cv2.setNumThreads(1)  # one thread per process everywhere: rates are per core
+
+    source = load_dataset(args.data, "train")
+    paths = [Path(r.path) for r in source.records]
+    base = decode_only(paths, args.samples)
+    print(
+        f"data: {args.data} ({len(paths)} train images), imgsz {args.imgsz}, {args.samples} samples per line"
+    )
+    print(f"{'decode-only (load_image)':44s} {base:8.1f} samples/s   1.00x")
+    for cache in (None, "ram"):
+        ds = DetectionDataset(source, imgsz=args.imgsz, augment=True, cache=cache)
+        label = "cached" if cache else "uncached"
+        for workers in args.workers:
+            if workers == 0:
+                rate = in_process(ds, args.samples)
+                name = f"augmented mosaic, {label}, in-process"
+                per = rate
+            else:
+                rate = through_loader(ds, args.samples, workers)
+                name = f"augmented mosaic, {label}, {workers} worker(s)"
+                per = rate / workers
+            print(f"{name:44s} {rate:8.1f} samples/s   {rate / base:4.2f}x  ({per:.1f}/s per worker)")
+    if args.libs:
+        compare_libs(load_image(paths[0]))
+
+
+if __name__ == "__main__":
+    main()
