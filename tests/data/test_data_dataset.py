@@ -158,3 +158,39 @@ def test_bad_arguments_are_named(datasets: dict[str, Path]) -> None:
     ds = DetectionDataset(datasets["detect"], imgsz=IMGSZ)
     with pytest.raises(IndexError, match="out of range"):
         ds[len(ds)]
+
+
+def test_crowd_instances_are_not_training_targets(datasets: dict[str, Path]) -> None:
+    from lucid_data import load_dataset
+
+    source = load_dataset(datasets["detect"], "train")
+    for record in source.records:
+        record.targets.iscrowd = np.ones(len(record.targets), dtype=bool)
+    train = DetectionDataset(source, imgsz=IMGSZ, augment=True)
+    assert all(len(train[i]["targets"]) == 0 for i in range(len(train)))
+    val = DetectionDataset(source, imgsz=IMGSZ, augment=False)
+    assert len(val[0]["targets"]) == len(source.records[0].targets) and val[0]["targets"].iscrowd.all()
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(
+    "folder,yaml_name",
+    [("coco8-seg", "coco8-seg.yaml"), ("coco8-pose", "coco8-pose.yaml"), ("dota8", "dota8.yaml")],
+)
+def test_real_samples_augment_inside_the_canvas(shared_dir: Path, folder: str, yaml_name: str) -> None:
+    ds = DetectionDataset(shared_dir / "data" / folder / yaml_name, imgsz=320, augment=True, seed=11)
+    batch = collate([ds[i] for i in range(len(ds))])
+    assert batch["images"].shape == (len(ds), 3, 320, 320)
+    xyxy = torch.cat(
+        [
+            batch["bboxes"][:, :2] - batch["bboxes"][:, 2:] / 2,
+            batch["bboxes"][:, :2] + batch["bboxes"][:, 2:] / 2,
+        ],
+        1,
+    )
+    assert xyxy.min() >= -1e-5 and xyxy.max() <= 1 + 1e-5
+    if "keypoints" in batch:
+        vis = batch["keypoints"][..., 2] > 0
+        assert (batch["keypoints"][..., :2][vis] >= 0).all() and (batch["keypoints"][..., :2][vis] <= 1).all()
+    for seg in batch.get("segments", []):
+        assert seg.min() >= -1e-5 and seg.max() <= 1 + 1e-5

@@ -325,6 +325,8 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         """ImageLoader of the pipeline: long-side-resized image and its targets."""
         i, image = self._image(index)
         targets = self.targets_for(i)
+        if targets.iscrowd.any():  # crowd regions (COCO iscrowd=1) are not training instances
+            targets = targets.select(~targets.iscrowd)
         h0, w0 = self.records[i].size_hw if self.records[i].size_hw else targets.orig_size
         h, w = image.shape[:2]
         if (h, w) != (h0, w0):
