@@ -62,7 +62,7 @@ def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None) -> Path:
     target = base / f"{SHAPES_TAG}-{digest}"
     marker = target / "lucid-synth.json"
     if marker.is_file():
-        return target / json.loads(marker.read_text())["yaml"]
+        return target / str(json.loads(marker.read_text())["yaml"])
     base.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=base))
     try:
@@ -89,7 +89,7 @@ def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None) -> Path:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return target / json.loads(marker.read_text())["yaml"]
+    return target / str(json.loads(marker.read_text())["yaml"])
 
 
 class DetectionDataModule(pl.LightningDataModule):

@@ -63,7 +63,7 @@ def _as_config(value: Any, cls: type[Any]) -> Any:
 
 def rng_state() -> dict[str, Any]:
     """Every RNG the training touches (python, numpy legacy global, torch CPU, CUDA if present), weights_only-safe."""
-    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state(legacy=True)  # type: ignore[misc]
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state(legacy=True)
     state: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": [
@@ -75,7 +75,7 @@ def rng_state() -> dict[str, Any]:
         ],
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
@@ -193,10 +193,10 @@ class DetectionLitModule(pl.LightningModule):
                     f"dataset has {self.num_classes}; expected equal counts (train from scratch without "
                     "--model.weights, or use a dataset with the checkpoint's classes)."
                 )
-            return model  # type: ignore[no-any-return]
+            return model
         from lucid_core.models import build_model
 
-        return build_model(family=self.family, task=self.task, scale=self.scale, num_classes=self.num_classes)  # type: ignore[no-any-return]
+        return build_model(family=self.family, task=self.task, scale=self.scale, num_classes=self.num_classes)
 
     def _build_loss(self, epochs: int = 100) -> Any:
         """``E2EDetectionLoss`` for end-to-end models (its o2m/o2o schedule spans ``epochs``), else ``DetectionLoss``."""
@@ -259,7 +259,7 @@ class DetectionLitModule(pl.LightningModule):
         rank_zero_info(self.resolved.describe())
         boost = None  # MuSGD trains the head's classification convs with lr x 3 (fixture README layout)
         if hasattr(self.model, "cls_branch_parameter_names"):
-            boost = set(self.model.cls_branch_parameter_names()).__contains__
+            boost = set(self.model.cls_branch_parameter_names()).__contains__  # type: ignore[operator]
         groups = core_optim.build_param_groups(
             self.model,
             optimizer=self.resolved.name,
@@ -282,7 +282,7 @@ class DetectionLitModule(pl.LightningModule):
             return torch.optim.AdamW(
                 groups, lr=self.resolved.lr0, betas=(self.resolved.momentum, 0.999), weight_decay=0.0
             )
-        return core_optim.MuSGD(  # type: ignore[no-any-return]
+        return core_optim.MuSGD(
             groups,
             lr=self.resolved.lr0,
             momentum=self.resolved.momentum,
@@ -341,7 +341,8 @@ class DetectionLitModule(pl.LightningModule):
     @staticmethod
     def _images(batch: dict[str, Any]) -> Tensor:
         images = batch["images"]
-        return images.float() / 255.0 if images.dtype == torch.uint8 else images.float()
+        x: Tensor = images.float() / 255.0 if images.dtype == torch.uint8 else images.float()
+        return x
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
         optimizer = self.optimizers()
@@ -368,7 +369,7 @@ class DetectionLitModule(pl.LightningModule):
         if iteration - self.last_opt_step >= self._accumulate_at(iteration, nb) or batch_idx == nb - 1:
             self._apply_schedule(optimizer.optimizer, iteration, epoch, nb)
             self.clip_gradients(
-                optimizer,
+                optimizer,  # type: ignore[arg-type]
                 gradient_clip_val=self.optimizer_config.grad_clip_norm,
                 gradient_clip_algorithm="norm",
             )
@@ -382,7 +383,7 @@ class DetectionLitModule(pl.LightningModule):
         self._epoch_item_count += 1
         for name, value in zip(self.loss_names, items):
             self.log(f"train/{name}", value, prog_bar=True, on_step=True, on_epoch=False, batch_size=1)
-        return total.detach()
+        return torch.as_tensor(total).detach()
 
     @property
     def ema_updates(self) -> int:

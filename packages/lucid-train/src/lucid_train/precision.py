@@ -41,7 +41,7 @@ def keep_batchnorm_float32(model: nn.Module) -> int:
         if isinstance(module, nn.modules.batchnorm._BatchNorm) and not getattr(
             module, _FLOAT32_BN_MARK, False
         ):
-            module.forward = _float32_forward(module.forward)  # type: ignore[method-assign]
+            module.forward = _float32_forward(module.forward)  # type: ignore[method-assign,assignment]
             setattr(module, _FLOAT32_BN_MARK, True)
             count += 1
     return count

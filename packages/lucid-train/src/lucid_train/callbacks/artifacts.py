@@ -108,7 +108,7 @@ class RunArtifacts(pl.Callback):
         if improved:
             self._save_checkpoint(trainer, run_dir / "best.ckpt")
             if trainer.is_global_zero and hasattr(pl_module, "export_ema"):
-                pl_module.export_ema(run_dir / "best.safetensors")
+                pl_module.export_ema(run_dir / "best.safetensors")  # type: ignore[operator]
         if trainer.is_global_zero:
             shown = ", ".join(f"{k}={v:.4g}" for k, v in row.items() if k != "epoch" and isinstance(v, float))
             rank_zero_info(f"epoch {epoch}: {shown}")
