@@ -12,8 +12,8 @@ channels, up- and down-scaling (``tests/core/test_core_resize.py``):
   ``1 − f`` and the product in float32).
 * Horizontal: out-of-range columns are clamped *with* the fraction reset (``s < 0`` → ``s = 0, f = 0``;
   ``s ≥ W − 1`` → ``s = W − 1, f = 0``). Vertical: the fraction is **not** reset, only the two source rows are
-  clipped to ``[0, H − 1]`` (so the top/bottom output rows blend one row with itself, and the rounding below can
-  make them one level darker than the row).
+  clipped to ``[0, H − 1]`` (so the top/bottom output rows blend a row with itself, with weights split in two;
+  the two truncations below can then give one level less than the weights ``(2048, 0)`` would).
 * Horizontal pass in int32: ``h = w0 · S[s] + w1 · S[s + 1]`` (per channel).
 * Vertical pass (what the SSE/AVX path and the uint8 scalar loop of OpenCV both compute):
   ``((b0 · (h0 >> 4)) >> 16) + ((b1 · (h1 >> 4)) >> 16) + 2) >> 2``, saturated to ``[0, 255]``. The generic
