@@ -59,7 +59,7 @@ class DatasetSource:
     split: str = "train"
     problems: list[str] = field(default_factory=list)
     corrupt_images: list[str] = field(default_factory=list)
-    annotation_file: Path | None = None  # COCO layouts: the JSON read, so evaluation can score against it verbatim
+    annotation_file: Path | None = None  # COCO layouts: the JSON read (evaluation scores against it)
 
     def __post_init__(self) -> None:
         if not self.category_ids:

@@ -350,12 +350,9 @@ def write_tiles(
             scale = np.array([x1 - x0, y1 - y0], dtype=np.float64)
             lines = []
             for i in range(len(sub)):
-                assert sub.rboxes is not None
-                corners = (
-                    rbox_to_corners(sub.rboxes[i : i + 1])[0]
-                    if len(sub.polygons[i]) != 4
-                    else sub.polygons[i]
-                )  # type: ignore[index]
+                assert sub.rboxes is not None and sub.polygons is not None
+                polygon = sub.polygons[i]
+                corners = rbox_to_corners(sub.rboxes[i : i + 1])[0] if len(polygon) != 4 else polygon
                 coords = " ".join(f"{v:.10g}" for v in (corners.astype(np.float64) / scale).reshape(-1))
                 lines.append(f"{int(sub.labels[i])} {coords}\n")
             (output / "labels" / split / f"{name}.txt").write_text("".join(lines), encoding="utf-8")
