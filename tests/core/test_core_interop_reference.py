@@ -226,5 +226,5 @@ def test_missing_and_unexpected_keys_are_named(shared_dir: Path) -> None:
 def test_a_checkpoint_without_a_model_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "empty.pt"
     torch.save({"model": None, "ema": None, "epoch": -1}, path)
-    with pytest.raises(CheckpointImportError, match="empty.pt.*neither 'ema' nor 'model'"):
+    with pytest.raises(CheckpointImportError, match=r"empty\.pt.*neither 'ema' nor 'model'"):
         import_checkpoint(path)

@@ -1,5 +1,6 @@
 """Interop with the reference implementation: safe checkpoint import, ``lucid-convert`` and ONNX export (issue 9)."""
 
+from lucid_core.interop.onnx_export import export_onnx
 from lucid_core.interop.reference import (
     CheckpointImportError,
     ImportedConfig,
@@ -16,6 +17,7 @@ __all__ = [
     "RefusedGlobalError",
     "StandInMethod",
     "StandInModule",
+    "export_onnx",
     "import_checkpoint",
     "import_reference_tree",
     "lucid_to_reference_key",
