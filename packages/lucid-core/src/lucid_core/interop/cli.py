@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     cfg = model.config
     print(
-        f"{args.source}: {cfg.family}{cfg.scale} {cfg.task}, {cfg.num_classes} classes, "
+        f"{args.source}: {cfg.family}{cfg.scale} {cfg.task}, classes {config.names}, "
         f"{sum(p.numel() for p in model.parameters())} parameters ({config.weights_from} weights) -> "
         f"{weights} + {weights.with_suffix('.json').name}"
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import os
-import tempfile
+import uuid
 import warnings
 from pathlib import Path
 
@@ -110,9 +110,8 @@ def export_onnx(
         sample = module(example)
     output_names = ["output0", "proto"] if isinstance(sample, tuple) else ["output0"]
     dynamic_axes = {name: {0: "batch"} for name in (INPUT_NAME, *output_names)} if dynamic_batch else None
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    # a unique sibling name written by a plain open() (ordinary permissions), then renamed over the target
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
         with (
             warnings.catch_warnings()
