@@ -16,7 +16,7 @@ from lucid_core.loss import (
     normalised_l1_loss,
     pack_targets,
 )
-from lucid_core.models.outputs import BranchOutput, TrainOutput
+from lucid_core.outputs import BranchOutput, TrainOutput
 
 RTOL, ATOL = 1e-5, 1e-6  # fixture README "Tolerances" (different op order than the reference)
 CASES = [("targets", "with_targets"), ("targets_empty", "empty_targets")]

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from lucid_core.loss import DetectionLoss, E2EDetectionLoss
-from lucid_core.models.outputs import BranchOutput, TrainOutput
+from lucid_core.outputs import BranchOutput, TrainOutput
 
 LEVEL_SHAPES = [(4, 4), (2, 2), (1, 1)]  # 32x32 input, 21 anchors
 

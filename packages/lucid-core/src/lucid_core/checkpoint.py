@@ -21,7 +21,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ import torch
 from torch import Tensor, nn
 
 import lucid_core
+from lucid_core.atomic import atomic_path, atomic_write_json
 from lucid_core.models import YOLOModel, build_model
 
 FORMAT = "lucid-checkpoint/1"
@@ -73,12 +73,6 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _atomic_target(final: Path) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    os.close(fd)
-    return Path(tmp)
 
 
 def _json_ready(value: Any) -> Any:
@@ -129,14 +123,10 @@ def save_model(
     weights_path.parent.mkdir(parents=True, exist_ok=True)
     # clone: safetensors refuses tensors sharing storage; contiguous CPU copies keep every bit
     tensors = {k: v.detach().to("cpu").clone().contiguous() for k, v in model.state_dict().items()}
-    tmp_weights = _atomic_target(weights_path)
-    try:
+    with atomic_path(weights_path) as tmp_weights:
         safetensors.torch.save_file(tensors, str(tmp_weights), metadata={"format": FORMAT})
         sha = _sha256(tmp_weights)
         size = tmp_weights.stat().st_size
-        os.replace(tmp_weights, weights_path)
-    finally:
-        tmp_weights.unlink(missing_ok=True)
 
     record: dict[str, Any] = {
         "format": FORMAT,
@@ -158,12 +148,7 @@ def save_model(
         },
         "extra": _json_ready(dict(extra or {})),
     }
-    tmp_config = _atomic_target(config_path)
-    try:
-        tmp_config.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp_config, config_path)
-    finally:
-        tmp_config.unlink(missing_ok=True)
+    atomic_write_json(config_path, record)
     return weights_path
 
 

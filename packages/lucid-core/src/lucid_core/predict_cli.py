@@ -18,10 +18,7 @@ Exit status: 0 when at least one image was processed, 1 when none was (no image 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from lucid_core.atomic import atomic_write_json
 from lucid_core.checkpoint import CheckpointError, load_checkpoint
 from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
 from lucid_core.geometry.rotated import rboxes_to_polygons
@@ -79,14 +77,7 @@ def detections_to_json(det: Detections, names: Sequence[str]) -> list[dict[str, 
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh)
-            fh.write("\n")
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    atomic_write_json(path, payload, indent=None)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,7 +7,7 @@ integral (reg_max > 1). Widths: box ``max(16, ch0 // 4, 4 * reg_max)``, class ``
 End-to-end heads (YOLO26) hold deep copies ``one2one_cv2`` / ``one2one_cv3`` (+ task branches) evaluated on
 detached features (the one-to-one branch trains only the head).
 
-Train mode returns :class:`~lucid_core.models.outputs.TrainOutput`; eval mode returns the dense decoded tensor
+Train mode returns :class:`~lucid_core.outputs.TrainOutput`; eval mode returns the dense decoded tensor
 ``(B, 4 + nc + extra, A)`` of shared/fixtures/README.md (``import_<checkpoint>.pt``, ``output_unfused``).
 Initial biases (reference initialisation): box 1.0, class ``log(5 / nc / (640 / stride) ** 2)``.
 """
@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from lucid_core.geometry.anchors import make_anchors
-from lucid_core.models.outputs import BranchOutput, TrainOutput
+from lucid_core.outputs import BranchOutput, TrainOutput
 from lucid_core.nn.conv import Conv, DWConv
 from lucid_core.nn.dfl import DFL
 

@@ -23,7 +23,7 @@ from lucid_core.geometry.anchors import make_anchors
 from lucid_core.geometry.iou import bbox_ciou
 from lucid_core.loss.schedule import BranchWeightSchedule
 from lucid_core.loss.targets import PaddedTargets, pack_targets
-from lucid_core.models.outputs import BranchOutput, TrainOutput
+from lucid_core.outputs import BranchOutput, TrainOutput
 
 DFL_TARGET_MARGIN = 0.01  # DFL targets are clamped to [0, reg_max - 1 - 0.01] (fixture README, step 6)
 

@@ -2,7 +2,7 @@
 
 from lucid_core.models.config import ModelConfig
 from lucid_core.models.family import FamilySpec
-from lucid_core.models.outputs import BranchOutput, TrainOutput
+from lucid_core.outputs import BranchOutput, TrainOutput
 from lucid_core.models.registry import ModelKey, build_model, get_family, list_models, register_family
 from lucid_core.models.yolo import YOLOModel
 from lucid_core.models.yolo11 import YOLO11
