@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
+from lucid_core.atomic import atomic_write_text
 from lucid_data.readers.common import polygon_area, rbox_to_corners
 from lucid_data.readers.probe import load_dataset
 from lucid_data.records import DatasetSource, ImageRecord, Task
@@ -31,15 +31,7 @@ __all__ = ["convert", "write_coco", "write_yolo", "yolo_lines"]
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, text)
 
 
 def _place_image(src: Path, dst: Path, copy: bool) -> None:

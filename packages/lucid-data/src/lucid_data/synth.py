@@ -18,8 +18,6 @@ measured for the default 2,000 + 200 segment images at 160 px (shared 2-core mac
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -27,6 +25,8 @@ from typing import Literal
 import cv2
 import numpy as np
 import yaml
+
+from lucid_core.atomic import atomic_write_bytes
 
 __all__ = ["FLIP_IDX", "KEYPOINT_NAMES", "SHAPE_KINDS", "SynthConfig", "synthesize"]
 
@@ -251,14 +251,7 @@ def render_image(rng: np.random.Generator, cfg: SynthConfig) -> tuple[np.ndarray
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, data)
 
 
 def synthesize(

@@ -8,12 +8,13 @@ never registers a figure with pyplot's figure manager and never closes a figure 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from lucid_core.atomic import atomic_path
 
 DEFAULT_DPI = 100
 
@@ -40,12 +41,6 @@ def render_rgb(figure: Figure) -> np.ndarray:
     return rgba[..., :3].copy()
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def save_figure(figure: Figure, path: str | os.PathLike[str]) -> Path:
     """Write ``figure`` to ``path`` atomically (temp file in the same folder, then ``os.replace``).
 
@@ -58,13 +53,6 @@ def save_figure(figure: Figure, path: str | os.PathLike[str]) -> Path:
         raise ValueError(f"{target}: cannot tell the image format, give the file a suffix such as .png")
     target.parent.mkdir(parents=True, exist_ok=True)
     _agg_canvas(figure)
-    handle, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            figure.savefig(stream, format=file_format, dpi=figure.dpi)
-        os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with atomic_path(target) as tmp, tmp.open("wb") as stream:
+        figure.savefig(stream, format=file_format, dpi=figure.dpi)
     return target

@@ -5,13 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import platform
-import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from lucid_core.atomic import atomic_write_text
 from lucid_train.eval.evaluator import EvalResult
 
 REPORT_FORMAT = "lucid-eval-report/1"
@@ -59,15 +58,5 @@ def write_report(path: str | Path, report: dict[str, Any]) -> Path:
     """Write JSON atomically: a temporary file in the same folder, flushed, then ``os.replace``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(report, handle, indent=2, allow_nan=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, json.dumps(report, indent=2, allow_nan=False) + "\n")
     return path
