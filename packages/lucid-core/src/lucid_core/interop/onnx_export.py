@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from lucid_core.models import YOLOModel
+from lucid_core.nn.fuse import fuse_model
 
 DEFAULT_OPSET = 17
 DEFAULT_MAX_DET = 300
@@ -56,7 +57,7 @@ def topk_detections(dense: Tensor, *, num_classes: int, task: str, max_det: int)
 class ExportModule(nn.Module):
     """What the ONNX graph computes: the model in eval mode, plus the in-graph top-k for end-to-end models."""
 
-    def __init__(self, model: YOLOModel, max_det: int = DEFAULT_MAX_DET) -> None:
+    def __init__(self, model: YOLOModel, max_det: int = DEFAULT_MAX_DET, *, fuse: bool = True) -> None:
         super().__init__()
         if max_det < 1:
             raise ValueError(f"max_det must be >= 1, got {max_det}")
@@ -64,6 +65,10 @@ class ExportModule(nn.Module):
         self.end2end = bool(model.end2end)
         if self.end2end and not self.model.head.deployed:
             self.model.head.decode_branch = "one2one"
+            if fuse:  # the deployed form: one-to-many branch and training-only parts dropped
+                self.model.to_deployed()
+        if fuse:  # inference form: every Conv+BN folded into one conv (same outputs within float rounding)
+            fuse_model(self.model)
         self.max_det = max_det
         self.task = model.task
         self.num_classes = model.num_classes
@@ -95,16 +100,18 @@ def export_onnx(
     *,
     max_det: int = DEFAULT_MAX_DET,
     opset: int = DEFAULT_OPSET,
+    fuse: bool = True,
 ) -> Path:
     """Export ``model`` (left untouched) to ``path``; see the module docstring for the graph's outputs.
 
     ``imgsz``: the fixed input size (int or ``(h, w)``, multiples of the largest stride); the batch dimension is
-    dynamic when ``dynamic_batch``. Returns the written path.
+    dynamic when ``dynamic_batch``. ``fuse`` (default) exports the inference form: BatchNorm folded into the
+    convolutions and, for end-to-end models, only the one-to-one branch. Returns the written path.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     h, w = _input_hw(imgsz, max(model.strides))
-    module = ExportModule(model, max_det=max_det)
+    module = ExportModule(model, max_det=max_det, fuse=fuse)
     example = torch.zeros(1, 3, h, w)
     with torch.no_grad():
         sample = module(example)
