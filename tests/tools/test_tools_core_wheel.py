@@ -65,6 +65,14 @@ def test_core_wheel_imports_in_fresh_venv(core_wheel: Path, tmp_path: Path) -> N
         "        pass\n"
         "    else:\n"
         "        raise SystemExit(m + ' is installed in the core-only venv')\n"
+        "import numpy as np\n"
+        "from lucid_core.models import build_model\n"
+        "from lucid_core.predict import predict\n"
+        "model = build_model('yolo26', 'detect', 'n', num_classes=3)\n"
+        "(det,) = predict(model, [np.full((50, 70, 3), 114, np.uint8)], imgsz=64, conf=0.0)\n"
+        "assert det.boxes.shape[1] == 4 and bool((det.boxes[:, 2] <= 70).all())\n"
+        "bad = [m for m in ('lightning', 'matplotlib', 'pycocotools', 'faster_coco_eval') if m in sys.modules]\n"
+        "assert not bad, bad\n"
         "print(lucid_core.__version__)\n"
     )
     res = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path)
