@@ -9,8 +9,11 @@ LightningCLI from reserving ``--optimizer``/``--lr_scheduler``), adds the recipe
 links them into the module's ``optimizer``/``ema``/``loss`` arguments. The number of classes, the class names and
 the image size are linked from the data module after it is instantiated (``apply_on="instantiate"``).
 
-With no arguments, ``lucid-train fit`` synthesises the shapes dataset (cached) and trains yolo26 n for a short
-schedule (``DEFAULT_SHAPES_EPOCHS``), then prints the summary line with mAP50-95 (docs/TRAINING.md).
+The embedded default: when a subcommand is given neither ``--data.root`` nor ``--config``, the packaged
+``lucid_train/configs/shapes_default.yaml`` (:data:`EMBEDDED_DEFAULT_CONFIG`, the one place the default run's
+settings live) is passed as the first ``--config``, so ``lucid-train fit`` synthesises the shapes dataset (cached)
+and trains yolo26 n for a short CPU schedule, then prints the summary line with mAP50-95 (docs/TRAINING.md); any
+flag still overrides it.
 Errors in the setup (missing dataset, class-count mismatch, unreadable config) are printed as one paragraph and exit
 with status 2, before any training step.
 """
@@ -30,8 +33,10 @@ from lucid_train.errors import TrainingSetupError
 from lucid_train.module import DetectionLitModule
 from lucid_train.recipe import EMAConfig, LossConfig, OptimizerConfig
 
-#: epochs of the embedded default (synthetic shapes) when ``--trainer.max_epochs`` is not given.
-DEFAULT_SHAPES_EPOCHS = 12
+#: the settings of the embedded default run (synthetic shapes, yolo26 n, CPU); see the module docstring.
+EMBEDDED_DEFAULT_CONFIG = Path(__file__).with_name("configs") / "shapes_default.yaml"
+#: subcommands that take the embedded default when they are given no data and no config.
+SUBCOMMANDS = ("fit", "validate", "test", "predict")
 #: epochs for a real dataset when ``--trainer.max_epochs`` is not given (reference default).
 DEFAULT_EPOCHS = 100
 DEFAULT_RUN_DIR = "runs/train"
@@ -45,11 +50,28 @@ TRAINER_DEFAULTS: dict[str, Any] = {
 }
 
 
-def _to_config(cls: type[Any]) -> Any:
+def embedded_default() -> dict[str, Any]:
+    """The embedded default run's settings (the parsed :data:`EMBEDDED_DEFAULT_CONFIG`)."""
+    import yaml
+
+    loaded = yaml.safe_load(EMBEDDED_DEFAULT_CONFIG.read_text(encoding="utf-8"))
+    if not isinstance(loaded, dict):  # pragma: no cover - a packaging error
+        raise TrainingSetupError(f"{EMBEDDED_DEFAULT_CONFIG}: expected a YAML mapping")
+    return loaded
+
+
+def _to_plain(cls: type[Any]) -> Any:
+    """Link a recipe group into the module as a plain mapping (validated by ``cls``).
+
+    The module accepts a mapping for these arguments; passing a dataclass *instance* through the link would make
+    jsonargparse warn "Unable to serialize instance" when it saves ``config.yaml``.
+    """
+
     def convert(value: Any) -> Any:
-        if value is None or isinstance(value, cls):
-            return value
-        return cls(**(vars(value) if hasattr(value, "__dict__") else dict(value)))
+        if value is None:
+            return None
+        mapping = dict(vars(value) if hasattr(value, "__dict__") else value)
+        return dict(vars(cls(**mapping)))
 
     return convert
 
@@ -58,12 +80,12 @@ class LucidTrainCLI(LightningCLI):
     """LightningCLI with the recipe groups and data → model links (see the module docstring)."""
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.add_dataclass_arguments(OptimizerConfig, "optimizer")
-        parser.add_dataclass_arguments(EMAConfig, "ema")
-        parser.add_dataclass_arguments(LossConfig, "loss")
-        parser.link_arguments("optimizer", "model.optimizer", compute_fn=_to_config(OptimizerConfig))
-        parser.link_arguments("ema", "model.ema", compute_fn=_to_config(EMAConfig))
-        parser.link_arguments("loss", "model.loss", compute_fn=_to_config(LossConfig))
+        parser.add_class_arguments(OptimizerConfig, "optimizer")
+        parser.add_class_arguments(EMAConfig, "ema")
+        parser.add_class_arguments(LossConfig, "loss")
+        parser.link_arguments("optimizer", "model.optimizer", compute_fn=_to_plain(OptimizerConfig))
+        parser.link_arguments("ema", "model.ema", compute_fn=_to_plain(EMAConfig))
+        parser.link_arguments("loss", "model.loss", compute_fn=_to_plain(LossConfig))
         parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
         parser.link_arguments("data.names", "model.names", apply_on="instantiate")
         parser.link_arguments("data.imgsz", "model.imgsz", apply_on="instantiate")
@@ -76,7 +98,8 @@ class LucidTrainCLI(LightningCLI):
         config = self.config[subcommand] if subcommand else self.config
         trainer = config.trainer
         if trainer.get("max_epochs") is None:
-            trainer.max_epochs = DEFAULT_SHAPES_EPOCHS if config.data.get("root") is None else DEFAULT_EPOCHS
+            shapes_epochs = int(embedded_default()["trainer"]["max_epochs"])
+            trainer.max_epochs = shapes_epochs if config.data.get("root") is None else DEFAULT_EPOCHS
         if subcommand == "fit" and not config.get("ckpt_path"):
             trainer.default_root_dir = str(
                 _fresh_run_dir(Path(trainer.get("default_root_dir") or DEFAULT_RUN_DIR))
@@ -125,8 +148,21 @@ def _check_config_files(args: list[str]) -> None:
             )
 
 
+def with_embedded_default(args: list[str]) -> list[str]:
+    """``args`` with ``--config EMBEDDED_DEFAULT_CONFIG`` after the subcommand when no data and no config is given."""
+    if not args or args[0] not in SUBCOMMANDS:
+        return args
+    user_options = ("--data.root", "--data", "--config", "-c")
+    if any(arg in user_options or arg.startswith(tuple(f"{o}=" for o in user_options)) for arg in args[1:]):
+        return args
+    return [args[0], "--config", str(EMBEDDED_DEFAULT_CONFIG), *args[1:]]
+
+
 def build_cli(args: list[str] | None = None, *, run: bool = True) -> LucidTrainCLI:
     """Construct (and by default run) the CLI on ``args`` (``sys.argv[1:]`` when ``None``)."""
+    # main() passes the (possibly completed) command line explicitly, so Lightning's "args and sys.argv" notice
+    # does not apply.
+    warnings.filterwarnings("ignore", message=r".*args parameter is intended to run from within Python.*")
     return LucidTrainCLI(
         DetectionLitModule,
         DetectionDataModule,
@@ -144,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
         args = ["fit"]
+    args = with_embedded_default(args)
     # Expected by design: the EMA copy lives in eval mode; the batch's host-side meta needs our transfer hook.
     warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode.*")
     warnings.filterwarnings("ignore", message=r".*overridden `transfer_batch_to_device`.*")

@@ -35,9 +35,14 @@ SHAPES_TAG = "shapes-detect-v1"
 
 @dataclass
 class SynthConfig:
-    """Parameters of the embedded synthetic shapes dataset (used when ``data.root`` is not given)."""
+    """Parameters of the synthetic shapes dataset used when ``data.root`` is not given.
 
-    n_train: int = 800
+    Every field is passed to ``lucid_data.synth.synthesize``. The embedded default run sets them in
+    ``lucid_train/configs/shapes_default.yaml``; these dataclass defaults apply only to a run that names its own
+    ``--config`` without a ``data.root``.
+    """
+
+    n_train: int = 1000
     n_val: int = 100
     imgsz: int = 96
     num_classes: int = 3
@@ -73,7 +78,12 @@ def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None) -> Path:
                 n_train=config.n_train,
                 n_val=config.n_val,
                 imgsz=config.imgsz,
+                num_classes=config.num_classes,
                 seed=config.seed,
+                min_objects=config.min_objects,
+                max_objects=config.max_objects,
+                min_size=config.min_size,
+                max_size=config.max_size,
             )
         )
         (tmp / "lucid-synth.json").write_text(
@@ -90,6 +100,18 @@ def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None) -> Path:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return target / str(json.loads(marker.read_text())["yaml"])
+
+
+def single_threaded_worker(worker_id: int) -> None:
+    """DataLoader ``worker_init_fn``: one OpenCV thread per worker process.
+
+    torch already gives each worker one intra-op thread (documented ``DataLoader`` behaviour); OpenCV would otherwise
+    start a thread pool per worker, and on a 2-core machine those threads take cores from the training step's own
+    threads (oversubscription).
+    """
+    import cv2
+
+    cv2.setNumThreads(1)
 
 
 class DetectionDataModule(pl.LightningDataModule):
@@ -218,6 +240,7 @@ class DetectionDataModule(pl.LightningDataModule):
             sampler=sampler,
             num_workers=self.workers,
             collate_fn=collate,
+            worker_init_fn=single_threaded_worker if self.workers > 0 else None,
             persistent_workers=False,
             drop_last=False,
         )
