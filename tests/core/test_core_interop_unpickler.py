@@ -78,6 +78,8 @@ def test_reduce_calling_os_system_is_refused_without_running(tmp_path: Path, con
         import_checkpoint(path)
     assert _qualified(os.system) in str(info.value)
     assert info.value.qualified_name == _qualified(os.system)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ") and message.count("nothing was executed") == 1
     assert not sentinel.exists()
 
 

@@ -137,6 +137,19 @@ def test_download_checksum_mismatch_removes_partial(server: str, tmp_path: Path)
     assert not (tmp_path / "f.bin").exists() and not (tmp_path / "f.bin.part").exists()
 
 
+def test_download_cli_wrong_digest_is_a_clean_error(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _RangeHandler.payloads = {"/scene.zip": b"not the expected bytes"}
+    code = main(
+        ["download", "dota", "--root", str(tmp_path), "--url", f"{server}/scene.zip", "--sha256", "0" * 64]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "error:" in err and "scene.zip" in err and "0" * 64 in err and "Traceback" not in err
+    assert not list(tmp_path.rglob("scene.zip*"))
+
+
 def test_download_dataset_extracts_zip(server: str, tmp_path: Path) -> None:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:

@@ -113,7 +113,7 @@ def _cmd_tile(args: argparse.Namespace) -> int:
 
 
 def _cmd_download(args: argparse.Namespace) -> int:
-    from lucid_data.download import ASSETS, Asset, download_dataset
+    from lucid_data.download import ASSETS, Asset, ChecksumError, download_dataset
 
     assets = ASSETS
     if args.url:
@@ -129,7 +129,11 @@ def _cmd_download(args: argparse.Namespace) -> int:
         if total:
             print(f"\r{done / 1e6:.1f}/{total / 1e6:.1f} MB", end="", file=sys.stderr)
 
-    folder = download_dataset(args.name, args.root, parts=args.part, assets=assets, progress=progress)
+    try:
+        folder = download_dataset(args.name, args.root, parts=args.part, assets=assets, progress=progress)
+    except (ChecksumError, OSError) as exc:
+        print(f"\nerror: {exc}", file=sys.stderr)
+        return 1
     print(f"\n{folder}", file=sys.stderr)
     return 0
 

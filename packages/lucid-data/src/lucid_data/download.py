@@ -136,7 +136,8 @@ def download_file(
     if actual != digest.lower():
         part.unlink(missing_ok=True)
         raise ChecksumError(
-            f"{url}: {algorithm} {actual} != expected {digest} (partial file removed, run again)"
+            f"{url}: {algorithm} {actual} != expected {digest}; the download was removed. If the transfer was "
+            "interrupted, run again; if the expected digest is wrong, correct it"
         )
     os.replace(part, dest)
     return dest

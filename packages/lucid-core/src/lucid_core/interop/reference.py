@@ -129,7 +129,7 @@ def read_reference_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         loaded = torch.load(file, pickle_module=unpickler, weights_only=False, map_location="cpu")
     except unpickler.RefusedGlobalError as exc:
-        raise unpickler.RefusedGlobalError(exc.qualified_name, f"{file}: {exc.args[0]}") from None
+        raise unpickler.RefusedGlobalError(exc.qualified_name, exc.reason, source=str(file)) from None
     if not isinstance(loaded, dict):
         raise CheckpointImportError(f"{file}: top level is {type(loaded).__name__}, expected a dict")
     return loaded

@@ -92,9 +92,15 @@ _GETATTR_GLOBALS = frozenset({"builtins.getattr", "__builtin__.getattr"})
 class RefusedGlobalError(pickle.UnpicklingError):
     """The pickle names a global outside the allowlist (the message names it as ``module.name``)."""
 
-    def __init__(self, qualified_name: str, reason: str = "not on the allowlist") -> None:
+    def __init__(
+        self, qualified_name: str, reason: str = "not on the allowlist", source: str | None = None
+    ) -> None:
         self.qualified_name = qualified_name
-        super().__init__(f"refused global {qualified_name!r} in pickle ({reason}); nothing was executed")
+        self.reason = reason
+        where = f"{source}: " if source else ""
+        super().__init__(
+            f"{where}refused global {qualified_name!r} in pickle ({reason}); nothing was executed"
+        )
 
 
 class StandInModule:
