@@ -77,10 +77,16 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
-    from lucid_data.synth import synthesize  # owned by the data-pipeline engineer
+    from lucid_data.synth import synthesize
 
     yaml_path = synthesize(
-        args.task, Path(args.output), n_train=args.n_train, n_val=args.n_val, imgsz=args.imgsz, seed=args.seed
+        args.task,
+        Path(args.output),
+        n_train=args.n_train,
+        n_val=args.n_val,
+        imgsz=args.imgsz,
+        num_classes=args.num_classes,
+        seed=args.seed,
     )
     print(yaml_path)
     return 0
@@ -155,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True)
     p.add_argument("--n-train", type=int, default=2000)
     p.add_argument("--n-val", type=int, default=200)
-    p.add_argument("--imgsz", type=int, default=256)
+    p.add_argument("--imgsz", type=int, default=160)
+    p.add_argument("--num-classes", type=int, default=3, help="shape kinds used as classes")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_synth)
 
