@@ -1,4 +1,11 @@
-"""Lightning DDP on 2 CPU processes (gloo): one shuffle on every rank, disjoint shards, per-rank augmentation."""
+"""Lightning DDP on 2 CPU processes (gloo): one shuffle on every rank, disjoint shards, per-rank augmentation.
+
+The augmentation check looks at the SAME sample index on both ranks (not just at each rank's own first batch, which
+differs anyway because the shards differ): inside each rank process the training dataset renders index 0 for
+rank 0 and for rank 1 (restoring its own rank after). The two ranks' own renderings must differ, and each process's
+rendering for the other rank must equal what the other process rendered - so the difference comes from the rank
+key of the augmentation stream, not from process-level nondeterminism.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +29,18 @@ SCRIPT = textwrap.dedent(
 
     out = Path({out!r})
 
+    def sample_digest(dataset, index, rank):
+        from lucid_data.collate import collate
+        own = dataset.rank
+        dataset.rank = rank
+        try:
+            batch = collate([dataset[index]])
+        finally:
+            dataset.rank = own
+        digest = hashlib.sha256(batch["images"].numpy().tobytes())
+        digest.update(batch["bboxes"].numpy().tobytes())
+        return digest.hexdigest()
+
     class Record(pl.Callback):
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
             if batch_idx:
@@ -29,7 +48,10 @@ SCRIPT = textwrap.dedent(
             loader = trainer.train_dataloader
             sampler = loader.sampler
             digest = hashlib.sha256(batch["images"].cpu().numpy().tobytes()).hexdigest()
+            dataset = loader.dataset
             record = {{
+                "index0_by_rank": [sample_digest(dataset, 0, r) for r in range(trainer.world_size)],
+                "index0_again": sample_digest(dataset, 0, dataset.rank),
                 "rank": trainer.global_rank, "world": trainer.world_size,
                 "permutation": sampler.permutation(), "shard": list(sampler),
                 "dataset_rank": loader.dataset.rank, "images": digest,
@@ -65,3 +87,9 @@ def test_ddp_two_gloo_processes_share_the_shuffle_and_differ_in_augmentation(tmp
     assert sorted(ranks[0]["shard"] + ranks[1]["shard"]) == list(range(16))
     assert [r["dataset_rank"] for r in ranks] == [0, 1]  # augmentation keyed by rank
     assert ranks[0]["images"] != ranks[1]["images"]
+    # the same sample index is augmented differently on the two ranks ...
+    own = [r["index0_by_rank"][r["rank"]] for r in ranks]
+    assert own[0] != own[1]
+    # ... deterministically per rank (again in the same process, and recomputed by the other process)
+    assert all(r["index0_again"] == r["index0_by_rank"][r["rank"]] for r in ranks)
+    assert ranks[0]["index0_by_rank"] == ranks[1]["index0_by_rank"]
