@@ -184,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     # Expected by design: the EMA copy lives in eval mode; the batch's host-side meta needs our transfer hook.
     warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode.*")
     warnings.filterwarnings("ignore", message=r".*overridden `transfer_batch_to_device`.*")
+    # Lightning 2.6's own use of a torch pytree API that torch deprecated; nothing a user can act on.
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
     try:
         _check_config_files(args)
         build_cli(args)

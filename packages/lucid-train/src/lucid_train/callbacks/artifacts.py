@@ -147,7 +147,7 @@ class RunArtifacts(pl.Callback):
     def _save_checkpoint(trainer: pl.Trainer, path: Path) -> None:
         """``trainer.save_checkpoint`` to a temporary name (all ranks: it is collective), then ``os.replace``."""
         tmp = path.with_name(f".{path.name}.tmp")
-        trainer.save_checkpoint(tmp)
+        trainer.save_checkpoint(tmp, weights_only=False)  # full state: optimizer, loops, callbacks (resume)
         if trainer.is_global_zero:
             os.replace(tmp, path)
 
