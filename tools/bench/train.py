@@ -13,7 +13,8 @@ Forward-only is the same network (the module's ``model``, same weights) in eval 
 printed ratio is forward-only images/s over training images/s (how many times a training image costs an
 inference image).
 
-Run by hand (not by tests): ``uv run --no-sync python tools/bench/train.py [--threads 2] [--sizes 320 640]``.
+Run by hand (not by tests): ``uv run --no-sync python tools/bench/train.py [--threads 2] [--sizes 320 640]
+[--optimizer MuSGD|SGD|AdamW]`` (default MuSGD, what ``optimizer=auto`` picks for a full-length yolo26 run).
 """
 
 from __future__ import annotations
