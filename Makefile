@@ -1,7 +1,8 @@
 # lucid-YOLO developer entry points. `make setup` once, then `make fit` / `make test`.
 UV ?= uv
 PYTEST_ARGS ?=
-export OMP_NUM_THREADS ?= 2
+# tests run two xdist workers with one thread each; `make fit` uses both cores in one process
+TEST_ENV = OMP_NUM_THREADS=1
 
 .PHONY: setup test test-all lint typecheck guard goldens gate fit bench
 
@@ -10,10 +11,10 @@ setup:
 	$(UV) sync --all-packages --locked
 
 test: setup
-	$(UV) run --locked pytest -q -n 2 $(PYTEST_ARGS)
+	$(TEST_ENV) $(UV) run --locked pytest -q -n 2 $(PYTEST_ARGS)
 
 test-all: setup
-	$(UV) run --locked pytest -q -n 2 -m "" $(PYTEST_ARGS)
+	$(TEST_ENV) $(UV) run --locked pytest -q -n 2 -m "" $(PYTEST_ARGS)
 
 lint: setup
 	$(UV) run --locked ruff check packages tests tools
@@ -26,12 +27,12 @@ guard: setup
 	$(UV) run --locked python tools/release_guard.py
 
 goldens: setup
-	$(UV) run --locked python tools/check_goldens.py
+	$(TEST_ENV) $(UV) run --locked python tools/check_goldens.py
 
 gate: lint typecheck test guard goldens
 
 fit: setup
-	$(UV) run --locked lucid-train fit
+	OMP_NUM_THREADS=2 $(UV) run --locked lucid-train fit
 
 bench: setup
 	$(UV) run --locked python tools/bench/infer.py

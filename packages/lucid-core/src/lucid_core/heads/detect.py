@@ -22,9 +22,9 @@ import torch
 from torch import Tensor, nn
 
 from lucid_core.geometry.anchors import make_anchors
-from lucid_core.outputs import BranchOutput, TrainOutput
 from lucid_core.nn.conv import Conv, DWConv
 from lucid_core.nn.dfl import DFL
+from lucid_core.outputs import BranchOutput, TrainOutput
 
 DecodeBranch = Literal["one2one", "one2many"]
 ONE2ONE_PREFIX = "one2one_"

@@ -13,8 +13,8 @@ from torch import Tensor, nn
 from lucid_core.heads.detect import DetectHead
 from lucid_core.heads.segment import SegmentHead
 from lucid_core.models.config import ModelConfig
-from lucid_core.outputs import TrainOutput
 from lucid_core.nn.proto import MultiScaleProto
+from lucid_core.outputs import TrainOutput
 
 ModelOutput = TrainOutput | Tensor | tuple[Tensor, Tensor]
 
