@@ -37,7 +37,7 @@ __all__ = [
 from lucid_data.augment import AugmentConfig, AugmentPipeline
 from lucid_data.cache import CacheTooLargeError, RamImageCache
 from lucid_data.collate import collate
-from lucid_data.dataset import DetectionDataset, ExcludedImage
+from lucid_data.dataset import DetectionDataset, ExcludedImage, single_threaded_worker
 from lucid_data.synth import synthesize
 
 __all__ += [
@@ -48,5 +48,6 @@ __all__ += [
     "ExcludedImage",
     "RamImageCache",
     "collate",
+    "single_threaded_worker",
     "synthesize",
 ]

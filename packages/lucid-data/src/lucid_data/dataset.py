@@ -36,7 +36,7 @@ from lucid_data.imageio import CorruptImageError, image_size, load_image, verify
 from lucid_data.records import DatasetSource, ImageRecord, Task
 from lucid_data.targets import Targets
 
-__all__ = ["DetectionDataset", "ExcludedImage"]
+__all__ = ["DetectionDataset", "ExcludedImage", "single_threaded_worker"]
 
 logger = logging.getLogger(__name__)
 
@@ -399,3 +399,13 @@ def _load_source(path: Path, split: str, task: Task | None) -> DatasetSource:
 
         return read_yolo(path, split, task)
     return load_dataset(path, split, task)
+
+
+def single_threaded_worker(worker_id: int) -> None:
+    """DataLoader ``worker_init_fn``: one OpenCV thread per worker process.
+
+    torch already gives each worker one intra-op thread (documented ``DataLoader`` behaviour); OpenCV would otherwise
+    start a thread pool per worker, and on a small machine those threads take cores from the training step's own
+    threads (oversubscription). Pixel work is identical whatever the thread count.
+    """
+    cv2.setNumThreads(1)

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
+from lucid_data import single_threaded_worker
 from lucid_data.augment.pipeline import AugmentConfig
 from lucid_train.errors import TrainingSetupError
 from lucid_train.sampler import ShardedEpochSampler
@@ -100,18 +101,6 @@ def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None) -> Path:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return target / str(json.loads(marker.read_text())["yaml"])
-
-
-def single_threaded_worker(worker_id: int) -> None:
-    """DataLoader ``worker_init_fn``: one OpenCV thread per worker process.
-
-    torch already gives each worker one intra-op thread (documented ``DataLoader`` behaviour); OpenCV would otherwise
-    start a thread pool per worker, and on a 2-core machine those threads take cores from the training step's own
-    threads (oversubscription).
-    """
-    import cv2
-
-    cv2.setNumThreads(1)
 
 
 class DetectionDataModule(pl.LightningDataModule):
