@@ -106,6 +106,11 @@ def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None) -> Path:
 class DetectionDataModule(pl.LightningDataModule):
     """Train/val dataloaders over any layout ``lucid_data.load_dataset`` reads.
 
+    The dataset is read with its own task (``load_dataset(..., task=None)`` probes it) and served to training as
+    detection targets: a segment, pose or OBB dataset trains a detector on the axis-aligned boxes of its
+    instances (``lucid_data`` gives every record's ``boxes`` whatever the task; an OBB instance's box is the one
+    enclosing its four corners). :attr:`source_task` names the task the data was written for.
+
     Args:
         root: a YOLO data YAML, YOLO images/labels folder or COCO JSON; ``None`` = the synthetic shapes dataset.
         train_split: split used for training.
@@ -163,6 +168,8 @@ class DetectionDataModule(pl.LightningDataModule):
         train = self.source(train_split)
         self.names: dict[int, str] = {int(k): str(v) for k, v in train.names.items()}
         self.num_classes = len(self.names)
+        #: the task the dataset was written for (detect/segment/pose/obb); training uses its boxes (detect).
+        self.source_task: str = str(train.task)
         if self.num_classes < 1:
             raise TrainingSetupError(f"{self.root}: the dataset declares no class names; expected `names`.")
 
@@ -172,7 +179,9 @@ class DetectionDataModule(pl.LightningDataModule):
             from lucid_data import load_dataset
 
             try:
-                self._sources[split] = load_dataset(self.root, split=split, task="detect")
+                # The dataset's own task (probed: `kpt_shape` → pose, 4-corner lines → obb, polygons → segment);
+                # reading it as "detect" would reject every pose/segment/obb label line.
+                self._sources[split] = load_dataset(self.root, split=split, task=None)
             except FileNotFoundError as exc:
                 raise TrainingSetupError(
                     f"{self.root}: split {split!r} could not be read ({exc}); expected the data YAML's "

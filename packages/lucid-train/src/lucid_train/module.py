@@ -96,7 +96,8 @@ class DetectionLitModule(pl.LightningModule):
 
     Args:
         family: model family (``yolo26``, ``yolo11``, ``yolov8``).
-        task: ``detect`` (the other tasks' objectives plug in here later).
+        task: ``detect`` only so far (any other task is a one-paragraph :class:`TrainingSetupError`); the data may
+            be a segment/pose/obb dataset, trained on the boxes of its instances.
         scale: ``n``, ``s``, ``m``, ``l`` or ``x``.
         num_classes: number of classes; linked from the data module by ``lucid-train``.
         names: class names (index → name); linked from the data module by ``lucid-train``.
@@ -131,8 +132,9 @@ class DetectionLitModule(pl.LightningModule):
         super().__init__()
         if task != "detect":
             raise TrainingSetupError(
-                f"model.task: lucid-train trains task 'detect' so far; got {task!r} (segment/pose/obb objectives "
-                "are not wired into training yet)."
+                f"model.task: lucid-train supports only --model.task detect so far; got {task!r} (the segment, "
+                "pose and obb objectives are not wired into training yet). A segment, pose or obb dataset can be "
+                "trained with --model.task detect: the detector learns the boxes of its instances."
             )
         self.save_hyperparameters()
         self.automatic_optimization = False
