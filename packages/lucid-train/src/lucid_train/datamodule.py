@@ -25,6 +25,7 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
+from lucid_core.atomic import atomic_write_json
 from lucid_data import single_threaded_worker
 from lucid_data.augment.pipeline import AugmentConfig
 from lucid_train.errors import TrainingSetupError
@@ -59,6 +60,13 @@ def cache_root() -> Path:
     return Path(os.environ.get("LUCID_CACHE_DIR", Path.home() / ".cache" / "lucid-yolo"))
 
 
+def _directory_mode() -> int:
+    """The mode an ordinary ``mkdir`` gives: ``0o777`` minus the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o777 & ~umask
+
+
 def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None) -> Path:
     """Path of the data YAML of the synthetic shapes dataset for ``config``, synthesising it when absent."""
     from lucid_data.synth import synthesize
@@ -87,11 +95,11 @@ def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None) -> Path:
                 max_size=config.max_size,
             )
         )
-        (tmp / "lucid-synth.json").write_text(
-            json.dumps(
-                {"yaml": str(yaml_path.resolve().relative_to(tmp.resolve())), "config": asdict(config)}
-            )
+        atomic_write_json(
+            tmp / "lucid-synth.json",
+            {"yaml": str(yaml_path.resolve().relative_to(tmp.resolve())), "config": asdict(config)},
         )
+        os.chmod(tmp, _directory_mode())  # mkdtemp makes it 0o700; the cached dataset is an ordinary folder
         try:
             os.replace(tmp, target)
         except OSError:  # another process won the race: use its copy

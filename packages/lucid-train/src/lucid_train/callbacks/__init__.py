@@ -1,6 +1,7 @@
 """Lightning callbacks of lucid-train: per-epoch dataset state and the run directory's artifacts."""
 
-from lucid_train.callbacks.artifacts import RunArtifacts, atomic_write_text
+from lucid_core.atomic import atomic_write_text
+from lucid_train.callbacks.artifacts import RunArtifacts
 from lucid_train.callbacks.epoch_state import EpochStateCallback
 
 __all__ = ["EpochStateCallback", "RunArtifacts", "atomic_write_text", "default_callbacks"]

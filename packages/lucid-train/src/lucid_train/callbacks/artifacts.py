@@ -7,7 +7,8 @@ At the end of every training epoch (after validation) :class:`RunArtifacts`
 2. appends one row to ``metrics.csv`` and ``metrics.jsonl`` (``epoch``, ``train/<loss>``, ``lr/pg<i>``,
    ``metrics/mAP50``, ``metrics/mAP50-95``, ``epoch_seconds``), each file rewritten atomically;
 3. writes ``last.ckpt`` and, when mAP50-95 improved, ``best.ckpt`` plus ``best.safetensors`` + ``best.json`` (the
-   EMA model in the lucid-core format) - every file through a temporary name and ``os.replace``.
+   EMA model in the lucid-core format) - every file through ``lucid_core.atomic`` (a temporary name and
+   ``os.replace``; the ordinary ``0o666 & ~umask`` permissions, not ``mkstemp``'s ``0o600``).
 
 A run stopped by an exception (e.g. a non-finite loss) writes nothing more, so the last good ``last.ckpt`` stays.
 At the end of ``fit`` it writes ``curves.png``/``val_predictions.png`` when lucid-viz is installed and prints one
@@ -20,8 +21,6 @@ import csv
 import io
 import json
 import math
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -29,18 +28,7 @@ from typing import Any
 import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+from lucid_core.atomic import atomic_path, atomic_write_json, atomic_write_text
 
 
 def run_dir_of(trainer: pl.Trainer) -> Path:
@@ -73,9 +61,7 @@ class RunArtifacts(pl.Callback):
         self._fit_started = time.perf_counter()
         resolved = getattr(pl_module, "resolved", None)
         if trainer.is_global_zero and resolved is not None:
-            atomic_write_text(
-                run_dir_of(trainer) / "optimizer.json", json.dumps(resolved.as_dict(), indent=2) + "\n"
-            )
+            atomic_write_json(run_dir_of(trainer) / "optimizer.json", resolved.as_dict())
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._epoch_started = time.perf_counter()
@@ -145,11 +131,18 @@ class RunArtifacts(pl.Callback):
 
     @staticmethod
     def _save_checkpoint(trainer: pl.Trainer, path: Path) -> None:
-        """``trainer.save_checkpoint`` to a temporary name (all ranks: it is collective), then ``os.replace``."""
-        tmp = path.with_name(f".{path.name}.tmp")
-        trainer.save_checkpoint(tmp, weights_only=False)  # full state: optimizer, loops, callbacks (resume)
-        if trainer.is_global_zero:
-            os.replace(tmp, path)
+        """``trainer.save_checkpoint`` through ``lucid_core.atomic.atomic_path`` (temporary name, ``os.replace``).
+
+        Every rank calls ``save_checkpoint`` (it is collective: a barrier); only rank 0 writes, so only rank 0
+        takes a temporary file - another rank's empty temporary must never replace the checkpoint.
+        """
+        if not trainer.is_global_zero:
+            trainer.save_checkpoint(path, weights_only=False)  # writes nothing off rank 0
+            return
+        with atomic_path(path) as tmp:
+            trainer.save_checkpoint(
+                tmp, weights_only=False
+            )  # full state: optimizer, loops, callbacks (resume)
 
     def _write_plots(self, trainer: pl.Trainer, pl_module: pl.LightningModule, run_dir: Path) -> None:
         try:
