@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from lucid_core.optim import MuSGD, newton_schulz5, orthogonalise_batched
+from lucid_core.optim.musgd import resolve_ns_dtype, shape_batches
 
 
 @pytest.fixture(scope="module")
@@ -51,24 +52,52 @@ def test_newton_schulz_orthogonalises() -> None:
         newton_schulz5(torch.zeros(2, 3, 4, 5))
 
 
-def test_batched_orthogonalisation_pads_rows_without_changing_results() -> None:
-    """Matrices with equal column counts are stacked (zero-row padding); results match one-by-one NS."""
+@pytest.mark.shared
+def test_float32_newton_schulz_is_the_fixtures_float32_iteration(musgd_fixture: dict[str, Any]) -> None:
+    """The fixture stores each bf16 output's distance to the same iteration in float32: ours in float32 is it."""
+    for name, case in musgd_fixture["newton_schulz"]["cases"].items():
+        out = newton_schulz5(case["input"], dtype=torch.float32)
+        assert out.dtype == torch.float32 and out.shape == case["input"].shape, name
+        distance = float((out - case["output_bf16"].float()).abs().max())
+        assert distance == pytest.approx(case["max_abs_diff_bf16_vs_fp32"], abs=1e-4), name
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_batched_orthogonalisation_matches_one_by_one(dtype: torch.dtype) -> None:
+    """Only identical matrix shapes share a batch (no padding); results match one-by-one NS in that dtype."""
     g = torch.Generator().manual_seed(1)
     mats = [
         torch.randn(8, 16, generator=g),
         torch.randn(12, 16, generator=g),
         torch.randn(6, 2, 3, 3, generator=g),
+        torch.randn(8, 16, generator=g),
+        torch.randn(6, 18, generator=g),
     ]
-    batched = orthogonalise_batched(mats)
+    assert shape_batches([(m.shape[0], m[0].numel()) for m in mats]) == [[0, 3], [1], [2, 4]]
+    batched = orthogonalise_batched(mats, dtype)
     for m, b in zip(mats, batched, strict=True):
         assert b.shape == m.shape and b.dtype == torch.float32
-    torch.testing.assert_close(batched[1], newton_schulz5(mats[1]).float())
-    torch.testing.assert_close(batched[2], newton_schulz5(mats[2].reshape(6, -1)).float().view_as(mats[2]))
-    torch.testing.assert_close(batched[0], newton_schulz5(mats[0]).float(), atol=2e-2, rtol=0)
+        one = newton_schulz5(m.reshape(m.shape[0], -1), dtype=dtype).float().view_as(m)
+        torch.testing.assert_close(b, one, atol=1e-6 if dtype == torch.float32 else 0, rtol=0)
+    with pytest.raises(ValueError, match="do not cover"):
+        orthogonalise_batched(mats, dtype, batches=[[0, 3], [1]])
+
+
+def test_ns_dtype_resolution() -> None:
+    """auto: float32 for CPU parameters (no native bf16 GEMMs), bf16 (the reference) on accelerators."""
+    assert resolve_ns_dtype("auto", torch.device("cpu")) == torch.float32
+    assert resolve_ns_dtype("auto", torch.device("cuda", 0)) == torch.bfloat16
+    assert resolve_ns_dtype("bfloat16", torch.device("cpu")) == torch.bfloat16
+    assert resolve_ns_dtype("float32", torch.device("cuda")) == torch.float32
+    with pytest.raises(ValueError, match=r"ns_dtype.*'float16'"):
+        MuSGD([torch.zeros(2, 2, requires_grad=True)], ns_dtype="float16")  # type: ignore[arg-type]
 
 
 @pytest.mark.shared
-def test_musgd_reproduces_fixture_steps(musgd_fixture: dict[str, Any]) -> None:
+@pytest.mark.parametrize(("ns_dtype", "atol"), [("bfloat16", 1e-5), ("float32", 1e-4)])
+def test_musgd_reproduces_fixture_steps(musgd_fixture: dict[str, Any], ns_dtype: str, atol: float) -> None:
+    """bf16 NS is the reference-parity path (README tolerance 1e-5); float32 NS is within the README's 1e-4 and,
+    after the last step, at the distance the fixture stores for its own float32 replay."""
     opt_fx = musgd_fixture["optimizer"]
     ctor = opt_fx["constructor"]
     params = {n: opt_fx["init"][n].clone().requires_grad_(True) for n in opt_fx["param_names"]}
@@ -76,7 +105,7 @@ def test_musgd_reproduces_fixture_steps(musgd_fixture: dict[str, Any]) -> None:
     for group in opt_fx["param_groups"]:
         spec = {k: v for k, v in group.items() if k not in ("param_names", "lr_boosted_x3")}
         groups.append(spec | {"params": [params[n] for n in group["param_names"]]})
-    optimizer = MuSGD(groups, muon=ctor["muon"], sgd=ctor["sgd"], **ctor["defaults"])
+    optimizer = MuSGD(groups, muon=ctor["muon"], sgd=ctor["sgd"], ns_dtype=ns_dtype, **ctor["defaults"])
     for effective, actual in zip(opt_fx["effective_param_groups"], optimizer.param_groups, strict=True):
         assert {k: actual[k] for k in effective} == effective
     for step, grads in enumerate(opt_fx["grads"]):
@@ -84,7 +113,13 @@ def test_musgd_reproduces_fixture_steps(musgd_fixture: dict[str, Any]) -> None:
             p.grad = grads[name].clone()
         optimizer.step()
         for name, p in params.items():
-            torch.testing.assert_close(p.detach(), opt_fx["params_after_step"][step][name], atol=1e-5, rtol=0)
+            torch.testing.assert_close(p.detach(), opt_fx["params_after_step"][step][name], atol=atol, rtol=0)
+    if ns_dtype == "float32":
+        replay = opt_fx["fp32_newton_schulz_replay_max_abs_diff_after_last_step"]
+        for name, p in params.items():
+            distance = float((p.detach() - opt_fx["params_after_step"][-1][name]).abs().max())
+            assert distance == pytest.approx(replay[name], abs=2e-6), name
+    assert len(optimizer._ns_batches) == 1  # the NS batching was computed once and reused for every step
 
 
 def test_musgd_without_muon_equals_torch_sgd() -> None:

@@ -10,8 +10,8 @@ weight decay on the already-updated parameter) follows ``shared/fixtures/README.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -19,21 +19,39 @@ from torch import Tensor
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 NS_STEPS = 5
 NS_EPS = 1e-7
+NsDtype = Literal["auto", "bfloat16", "float32"]
+_NS_DTYPES: dict[str, torch.dtype] = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
-def newton_schulz5(matrix: Tensor, steps: int = NS_STEPS, eps: float = NS_EPS) -> Tensor:
-    """Approximate orthogonalisation (U Vᵀ of the SVD) of a matrix (r, c) or a batch (n, r, c), in bfloat16.
+def resolve_ns_dtype(ns_dtype: str, device: torch.device) -> torch.dtype:
+    """Newton–Schulz compute dtype: "bfloat16" (the reference's arithmetic), "float32", or "auto".
 
-    X is normalised by its Frobenius norm (+ eps) per matrix, transposed when r > c, and iterated
-    ``A = X Xᵀ; B = b·A + c·A·A; X = a·X + B·X`` with both updates as one fused ``baddbmm`` (needed for the
-    reference's rounding). Returns bfloat16 of the input's shape.
+    "auto" is bfloat16 (the reference) on accelerators and float32 on CPU: a CPU without native bf16 GEMMs
+    emulates them ~20× slower than float32 (``tools/bench/optim.py``), and the fixture README ("musgd_public.pt")
+    documents the float32 replay as within 6e-5 of the reference parameters (tolerance 1e-4).
+    """
+    if ns_dtype == "auto":
+        return torch.float32 if device.type == "cpu" else torch.bfloat16
+    if ns_dtype not in _NS_DTYPES:
+        raise ValueError(f"MuSGD: ns_dtype must be 'auto', 'bfloat16' or 'float32', got {ns_dtype!r}")
+    return _NS_DTYPES[ns_dtype]
+
+
+def newton_schulz5(
+    matrix: Tensor, steps: int = NS_STEPS, eps: float = NS_EPS, dtype: torch.dtype = torch.bfloat16
+) -> Tensor:
+    """Approximate orthogonalisation (U Vᵀ of the SVD) of a matrix (r, c) or a batch (n, r, c).
+
+    X is cast to ``dtype`` (bfloat16 = the reference), normalised by its Frobenius norm (+ eps) per matrix,
+    transposed when r > c, and iterated ``A = X Xᵀ; B = b·A + c·A·A; X = a·X + B·X`` with both updates as one
+    fused ``baddbmm`` (needed for the reference's bf16 rounding). Returns ``dtype`` of the input's shape.
     """
     if matrix.ndim not in (2, 3):
         raise ValueError(
             f"newton_schulz5: expected a (r, c) or (n, r, c) tensor, got shape {tuple(matrix.shape)}"
         )
     a, b, c = NS_COEFFICIENTS
-    x = matrix.to(torch.bfloat16)
+    x = matrix.to(dtype)
     squeeze = x.ndim == 2
     if squeeze:
         x = x.unsqueeze(0)
@@ -50,27 +68,43 @@ def newton_schulz5(matrix: Tensor, steps: int = NS_STEPS, eps: float = NS_EPS) -
     return x.squeeze(0) if squeeze else x
 
 
-def orthogonalise_batched(updates: list[Tensor]) -> list[Tensor]:
-    """NS5 of several matrix-shaped directions, batching matrices with equal column counts.
+def matrix_shape(tensor: Tensor) -> tuple[int, int]:
+    """The (rows, cols) a tensor is orthogonalised as: (shape[0], prod(shape[1:]))."""
+    return tensor.shape[0], tensor[0].numel()
 
-    Each tensor is viewed as (shape[0], prod(rest)); matrices sharing a column count are zero-padded by rows to a
-    common height and orthogonalised together (zero rows do not change the result; fixture README). Returns
-    float32 tensors of the original shapes.
+
+def shape_batches(shapes: Sequence[tuple[int, int]]) -> list[list[int]]:
+    """Indices of the matrices to orthogonalise together: those of exactly the same (rows, cols).
+
+    The reference zero-pads matrices with equal column counts to a common height (zero rows do not change the
+    result; fixture README), but padding a (64, 256) to (256, 256) makes NS work on a 256×256 Gram matrix instead
+    of 64×64 — on yolo26 n it more than doubles the arithmetic — so only identical shapes share a batch.
     """
+    batches: dict[tuple[int, int], list[int]] = {}
+    for i, shape in enumerate(shapes):
+        batches.setdefault(shape, []).append(i)
+    return list(batches.values())
+
+
+def orthogonalise_batched(
+    updates: list[Tensor], dtype: torch.dtype = torch.bfloat16, batches: list[list[int]] | None = None
+) -> list[Tensor]:
+    """NS5 (in ``dtype``) of several matrix-shaped directions, batching matrices of equal matrix shape.
+
+    Each tensor is viewed as (shape[0], prod(rest)); ``batches`` (default: :func:`shape_batches` of those
+    shapes; callers stepping every iteration cache it) lists the indices stacked into one NS call. Returns float32
+    tensors of the original shapes.
+    """
+    if batches is None:
+        batches = shape_batches([matrix_shape(u) for u in updates])
     results: list[Tensor | None] = [None] * len(updates)
-    by_columns: dict[int, list[int]] = {}
-    for i, u in enumerate(updates):
-        by_columns.setdefault(u[0].numel(), []).append(i)
-    for indices in by_columns.values():
-        mats = [updates[i].reshape(updates[i].shape[0], -1) for i in indices]
-        rows = max(m.shape[0] for m in mats)
-        if len(mats) == 1:
-            stacked = mats[0].unsqueeze(0)
-        else:
-            stacked = torch.stack([torch.nn.functional.pad(m, (0, 0, 0, rows - m.shape[0])) for m in mats])
-        ortho = newton_schulz5(stacked).float()
-        for k, (i, m) in enumerate(zip(indices, mats, strict=True)):
-            results[i] = ortho[k, : m.shape[0]].reshape(updates[i].shape)
+    for indices in batches:
+        stacked = torch.stack([updates[i].reshape(updates[i].shape[0], -1) for i in indices])
+        ortho = newton_schulz5(stacked, dtype=dtype).float()
+        for k, i in enumerate(indices):
+            results[i] = ortho[k].reshape(updates[i].shape)
+    if any(r is None for r in results):
+        raise ValueError(f"orthogonalise_batched: batches {batches} do not cover all {len(updates)} updates")
     return [r for r in results if r is not None]
 
 
@@ -80,6 +114,11 @@ class MuSGD(torch.optim.Optimizer):
     Per group: ``lr``, ``momentum``, ``weight_decay``, ``nesterov``, ``use_muon``. Non-muon groups are plain SGD
     (dampening 0, optional Nesterov, L2 weight decay added to the gradient). Muon groups first apply
     ``p -= lr·muon·scale·NS5(u)`` with its own momentum buffer, then the SGD step with ``lr·sgd``.
+
+    ``ns_dtype`` is the Newton–Schulz compute dtype (:func:`resolve_ns_dtype`): "bfloat16" reproduces the
+    reference (fixture tolerance 1e-5), "float32" stays within the fixture's float32 tolerance (1e-4) and is ~20×
+    faster on CPUs without native bf16; "auto" (default) picks float32 for CPU parameters, bfloat16 otherwise.
+    The NS batching (:func:`shape_batches`) is computed once per set of matrix shapes and reused every step.
     """
 
     def __init__(
@@ -92,7 +131,9 @@ class MuSGD(torch.optim.Optimizer):
         weight_decay: float = 0.0,
         nesterov: bool = False,
         use_muon: bool = False,
+        ns_dtype: NsDtype = "auto",
     ) -> None:
+        resolve_ns_dtype(ns_dtype, torch.device("cpu"))  # validates the name early
         if lr < 0 or momentum < 0 or weight_decay < 0:
             raise ValueError(
                 f"MuSGD: lr, momentum and weight_decay must be >= 0, got {lr}, {momentum}, {weight_decay}"
@@ -107,6 +148,16 @@ class MuSGD(torch.optim.Optimizer):
         super().__init__(params, defaults)
         self.muon = float(muon)
         self.sgd = float(sgd)
+        self.ns_dtype: NsDtype = ns_dtype
+        self._ns_batches: dict[tuple[tuple[int, int], ...], list[list[int]]] = {}
+
+    def _batches_for(self, directions: Sequence[Tensor]) -> list[list[int]]:
+        """The cached :func:`shape_batches` of these directions' matrix shapes."""
+        shapes = tuple(matrix_shape(d) for d in directions)
+        batches = self._ns_batches.get(shapes)
+        if batches is None:
+            batches = self._ns_batches[shapes] = shape_batches(shapes)
+        return batches
 
     @staticmethod
     def _sgd_step(
@@ -151,7 +202,9 @@ class MuSGD(torch.optim.Optimizer):
                     directions.append(
                         grad.mul(1 - momentum).add_(buf, alpha=momentum) if group["nesterov"] else buf
                     )
-                for p, ortho in zip(params, orthogonalise_batched(directions), strict=True):
+                dtype = resolve_ns_dtype(self.ns_dtype, params[0].device)
+                orthos = orthogonalise_batched(directions, dtype, self._batches_for(directions))
+                for p, ortho in zip(params, orthos, strict=True):
                     shape = p.shape
                     scale = math.sqrt(max(1.0, shape[-2] / shape[-1])) if len(shape) >= 2 else 1.0
                     p.add_(ortho.to(p.dtype), alpha=-lr * self.muon * scale)
