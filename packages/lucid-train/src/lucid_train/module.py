@@ -325,9 +325,29 @@ class DetectionLitModule(pl.LightningModule):
 
     # ------------------------------------------------------------------ training
     def on_fit_start(self) -> None:
+        self._expect_ema_eval_mode_notice()
         if self.trainer.precision in ("bf16-mixed", "16-mixed", "bf16", "16"):
             keep_batchnorm_float32(self.model)
             keep_batchnorm_float32(self.ema_model)
+
+    def _expect_ema_eval_mode_notice(self) -> None:
+        """Silence Lightning's fit-start "module(s) in eval mode" notice for exactly the EMA copy's modules.
+
+        The EMA copy (``ema_model``) is registered as a submodule so Lightning moves it to the device and
+        checkpoints it, and it is in eval mode by design: it is never trained, only averaged and scored. The filter
+        matches only the count of the EMA copy's modules, so a module of the trained model left in eval mode
+        (BatchNorm would then use running statistics while training) changes the count and still warns.
+        """
+        import warnings
+
+        from lightning.fabric.utilities.warnings import PossibleUserWarning
+
+        count = sum(1 for module in self.ema_model.modules() if not module.training)
+        warnings.filterwarnings(
+            "ignore",
+            message=rf"Found {count} module\(s\) in eval mode at the start of training\.",
+            category=PossibleUserWarning,
+        )
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """Move the batch's top-level tensors; ``targets``/``meta`` (numpy, frozen dataclasses) stay on the host."""
