@@ -100,20 +100,36 @@ class LucidTrainCLI(LightningCLI):
         if trainer.get("max_epochs") is None:
             shapes_epochs = int(embedded_default()["trainer"]["max_epochs"])
             trainer.max_epochs = shapes_epochs if config.data.get("root") is None else DEFAULT_EPOCHS
-        if subcommand == "fit" and not config.get("ckpt_path"):
-            trainer.default_root_dir = str(
-                _fresh_run_dir(Path(trainer.get("default_root_dir") or DEFAULT_RUN_DIR))
-            )
+        configured = Path(trainer.get("default_root_dir") or DEFAULT_RUN_DIR)
+        if subcommand == "fit":
+            if not config.get("ckpt_path"):  # a resumed run continues in its own directory
+                trainer.default_root_dir = str(_fresh_run_dir(configured, "last.ckpt"))
+        elif subcommand is not None:
+            trainer.default_root_dir = str(_evaluation_run_dir(configured, subcommand))
 
 
-def _fresh_run_dir(path: Path) -> Path:
-    """``path`` if it holds no checkpoint yet, else ``path2``, ``path3``, ... (a new run never overwrites one)."""
-    if not (path / "last.ckpt").exists():
+def _fresh_run_dir(path: Path, marker: str) -> Path:
+    """``path`` if it holds no ``marker`` file yet, else ``path2``, ``path3``, ... (a new run never overwrites one)."""
+    if not (path / marker).exists():
         return path
     n = 2
-    while (path.parent / f"{path.name}{n}" / "last.ckpt").exists():
+    while (path.parent / f"{path.name}{n}" / marker).exists():
         n += 1
     return path.parent / f"{path.name}{n}"
+
+
+def _evaluation_run_dir(configured: Path, subcommand: str) -> Path:
+    """The run directory of ``validate``/``test``/``predict``: their own, never a training run's.
+
+    LightningCLI writes the subcommand's ``config.yaml`` into the run directory; written into a training run's
+    directory it would replace the ``fit`` config that resumes the run. So the default directory (``runs/train``)
+    and any directory that already holds a ``config.yaml`` (e.g. the ``default_root_dir`` of a training run's
+    config given as ``--config``) become ``<parent>/<subcommand>`` (``runs/validate``); an explicit new directory
+    is used as given. Either way the first of ``dir``, ``dir2``, ... without a ``config.yaml`` is taken.
+    """
+    if configured == Path(DEFAULT_RUN_DIR) or (configured / "config.yaml").exists():
+        configured = configured.parent / subcommand
+    return _fresh_run_dir(configured, "config.yaml")
 
 
 def _check_config_files(args: list[str]) -> None:
