@@ -134,3 +134,20 @@ def test_musgd_without_muon_equals_torch_sgd() -> None:
         ours.step()
         ref.step()
     torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
+
+
+def test_musgd_sgd_part_with_a_parameter_joining_later_equals_torch_sgd() -> None:
+    """A parameter that first gets a gradient in step 2 starts its buffer then; the others keep theirs."""
+    g = torch.Generator().manual_seed(3)
+    ours = [torch.randn(4, 3, generator=g).requires_grad_(True) for _ in range(2)]
+    refs = [p.detach().clone().requires_grad_(True) for p in ours]
+    opt = MuSGD(ours, lr=0.1, momentum=0.9, weight_decay=1e-2, nesterov=True)
+    ref = torch.optim.SGD(refs, lr=0.1, momentum=0.9, weight_decay=1e-2, nesterov=True)
+    for step in range(3):
+        for k, (p, r) in enumerate(zip(ours, refs, strict=True)):
+            grad = torch.randn(4, 3, generator=g)
+            p.grad, r.grad = (grad.clone(), grad.clone()) if step > 0 or k == 0 else (None, None)
+        opt.step()
+        ref.step()
+    for p, r in zip(ours, refs, strict=True):
+        torch.testing.assert_close(p, r, rtol=0, atol=1e-7)

@@ -159,22 +159,46 @@ class MuSGD(torch.optim.Optimizer):
             batches = self._ns_batches[shapes] = shape_batches(shapes)
         return batches
 
-    @staticmethod
-    def _sgd_step(
-        p: Tensor, grad: Tensor, state: dict[str, Any], group: Mapping[str, Any], lr: float
-    ) -> None:
+    def _sgd_steps(self, params: list[Tensor], group: Mapping[str, Any], lr: float) -> None:
+        """The SGD part for all ``params`` of a group at once (``torch._foreach_*``: the same element-wise ops
+        as one ``p.add_`` per tensor, without ~370 small kernel launches per step on yolo26 n)."""
         momentum, wd = float(group["momentum"]), float(group["weight_decay"])
+        grads = [p.grad for p in params if p.grad is not None]
         if wd != 0:
-            grad = grad.add(p, alpha=wd)
+            grads = list(torch._foreach_add(grads, params, alpha=wd))
         if momentum != 0:
-            buf = state.get("momentum_buffer")
-            if buf is None:
-                buf = grad.detach().clone()
-                state["momentum_buffer"] = buf
-            else:
-                buf.mul_(momentum).add_(grad)
-            grad = grad.add(buf, alpha=momentum) if group["nesterov"] else buf
-        p.add_(grad, alpha=-lr)
+            states = [self.state[p] for p in params]
+            old = [
+                (state["momentum_buffer"], grad)
+                for state, grad in zip(states, grads, strict=True)
+                if "momentum_buffer" in state
+            ]
+            if old:
+                torch._foreach_mul_([buf for buf, _ in old], momentum)
+                torch._foreach_add_([buf for buf, _ in old], [grad for _, grad in old])
+            for state, grad in zip(states, grads, strict=True):
+                if "momentum_buffer" not in state:  # first step of this parameter: buf = g'
+                    state["momentum_buffer"] = grad.detach().clone()
+            bufs = [state["momentum_buffer"] for state in states]
+            grads = list(torch._foreach_add(grads, bufs, alpha=momentum)) if group["nesterov"] else bufs
+        torch._foreach_add_(params, grads, alpha=-lr)
+
+    def _muon_directions(self, params: list[Tensor], group: Mapping[str, Any]) -> list[Tensor]:
+        """Update the Muon buffers ``m = μ·m + (1 − μ)·g`` and return ``u`` (Nesterov: ``μ·m + (1 − μ)·g``)."""
+        momentum = float(group["momentum"])
+        grads = [p.grad for p in params if p.grad is not None]
+        states = [self.state[p] for p in params]
+        for state, grad in zip(states, grads, strict=True):
+            if "muon_momentum_buffer" not in state:
+                state["muon_momentum_buffer"] = torch.zeros_like(grad)
+        bufs = [state["muon_momentum_buffer"] for state in states]
+        torch._foreach_mul_(bufs, momentum)
+        torch._foreach_add_(bufs, grads, alpha=1 - momentum)
+        if not group["nesterov"]:
+            return bufs
+        directions = list(torch._foreach_mul(grads, 1 - momentum))
+        torch._foreach_add_(directions, bufs, alpha=momentum)
+        return directions
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
@@ -188,31 +212,14 @@ class MuSGD(torch.optim.Optimizer):
                 continue
             lr = float(group["lr"])
             if group["use_muon"]:
-                momentum = float(group["momentum"])
-                directions: list[Tensor] = []
-                for p in params:
-                    grad = p.grad
-                    assert grad is not None
-                    state = self.state[p]
-                    buf = state.get("muon_momentum_buffer")
-                    if buf is None:
-                        buf = torch.zeros_like(grad)
-                        state["muon_momentum_buffer"] = buf
-                    buf.mul_(momentum).add_(grad, alpha=1 - momentum)
-                    directions.append(
-                        grad.mul(1 - momentum).add_(buf, alpha=momentum) if group["nesterov"] else buf
-                    )
+                directions = self._muon_directions(params, group)
                 dtype = resolve_ns_dtype(self.ns_dtype, params[0].device)
                 orthos = orthogonalise_batched(directions, dtype, self._batches_for(directions))
                 for p, ortho in zip(params, orthos, strict=True):
                     shape = p.shape
                     scale = math.sqrt(max(1.0, shape[-2] / shape[-1])) if len(shape) >= 2 else 1.0
                     p.add_(ortho.to(p.dtype), alpha=-lr * self.muon * scale)
-                for p in params:
-                    assert p.grad is not None
-                    self._sgd_step(p, p.grad, self.state[p], group, lr * self.sgd)
+                self._sgd_steps(params, group, lr * self.sgd)
             else:
-                for p in params:
-                    assert p.grad is not None
-                    self._sgd_step(p, p.grad, self.state[p], group, lr)
+                self._sgd_steps(params, group, lr)
         return loss
