@@ -67,9 +67,10 @@ def checkpoint_paths(path: str | os.PathLike[str]) -> tuple[Path, Path]:
     return stem.with_name(stem.name + WEIGHTS_SUFFIX), stem.with_name(stem.name + CONFIG_SUFFIX)
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks (weights hashes in checkpoints, reports and imports)."""
     digest = hashlib.sha256()
-    with path.open("rb") as fh:
+    with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -125,7 +126,7 @@ def save_model(
     tensors = {k: v.detach().to("cpu").clone().contiguous() for k, v in model.state_dict().items()}
     with atomic_path(weights_path) as tmp_weights:
         safetensors.torch.save_file(tensors, str(tmp_weights), metadata={"format": FORMAT})
-        sha = _sha256(tmp_weights)
+        sha = file_sha256(tmp_weights)
         size = tmp_weights.stat().st_size
 
     record: dict[str, Any] = {
@@ -211,7 +212,7 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str | torch.d
         raise CheckpointError(
             f"{weights_path}: size {size} bytes, config says {record['weights_bytes']} (truncated or replaced)"
         )
-    sha = _sha256(weights_path)
+    sha = file_sha256(weights_path)
     if sha != record["weights_sha256"]:
         raise CheckpointError(
             f"{weights_path}: sha256 {sha} does not match {record['weights_sha256']} in {config_path}"

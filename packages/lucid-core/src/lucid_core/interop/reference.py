@@ -21,7 +21,6 @@ exactly is refused with the first mismatching key and its shapes.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -31,6 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from lucid_core.checkpoint import file_sha256
 from lucid_core.interop import unpickler
 from lucid_core.interop.unpickler import StandInModule
 from lucid_core.models import ModelConfig, YOLOModel, build_model, get_family
@@ -110,14 +110,6 @@ def first_layout_mismatch(expected: Mapping[str, Tensor], stored: Mapping[str, T
 
 
 # -- reading -------------------------------------------------------------------------------------------------------
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def read_reference_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The checkpoint's top-level dict, unpickled with the restricted unpickler (modules are stand-ins).
 
@@ -368,4 +360,4 @@ def import_checkpoint(path: str | os.PathLike[str]) -> tuple[YOLOModel, Imported
     """
     file = Path(path)
     checkpoint = read_reference_checkpoint(file)
-    return import_reference_tree(checkpoint, source=str(file), sha256=_sha256(file))
+    return import_reference_tree(checkpoint, source=str(file), sha256=file_sha256(file))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import platform
@@ -11,18 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from lucid_core.atomic import atomic_write_text
+from lucid_core.checkpoint import file_sha256
 from lucid_train.eval.evaluator import EvalResult
 
 REPORT_FORMAT = "lucid-eval-report/1"
 _VERSIONED = ("lucid-core", "lucid-data", "lucid-train", "torch", "numpy", "faster-coco-eval", "pycocotools")
 
 
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+sha256_file = file_sha256  # the weights hash recorded in reports is lucid-core's checkpoint hash
 
 
 def versions() -> dict[str, str | None]:
