@@ -9,7 +9,9 @@
   (decode with `lucid_data.rle.decode`), their outline is the largest external contour of the decoded mask.
 - keypoints [x1, y1, v1, ...] → (K, 3); `flip_idx` is derived from the keypoint names by swapping `left`/`right`.
 - obb task (lucid-data's own convention, no COCO standard exists): the first segmentation polygon holds the
-  4 corners of the oriented box (more points: their minimum-area rectangle), bbox = the corners' hull.
+  4 corners of the oriented box (more points: their minimum-area rectangle), bbox = the corners' hull; a
+  degenerate polygon (zero area: repeated or collinear corners, or non-finite values) is listed in `problems`
+  and skipped, like an empty box.
 - `iscrowd` is kept as a flag (training usually ignores crowd instances; YOLO conversion drops them).
 """
 
@@ -99,6 +101,12 @@ def _rle_outline(mask: np.ndarray) -> np.ndarray:
     return max(contours, key=cv2.contourArea).reshape(-1, 2).astype(np.float32)
 
 
+def _polygon_area(points: np.ndarray) -> float:
+    """Shoelace area of a closed polygon ``(N, 2)`` (NaN for non-finite points)."""
+    x, y = points[:, 0], points[:, 1]
+    return float(abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) / 2)
+
+
 def read_coco(
     json_path: str | Path,
     split: str = "train",
@@ -171,15 +179,29 @@ def read_coco(
                     else rbox_to_corners(corners_to_rbox(quad[None]))[0].astype(np.float64)
                 )
                 box = np.concatenate([poly.min(0), poly.max(0)])
-                polys.append(poly)
+                area = _polygon_area(poly)
+                if not np.isfinite(poly).all() or area <= 0:
+                    problems.append(
+                        LabelProblem(
+                            json_path,
+                            0,
+                            f"{where}: degenerate obb polygon {seg[0]} (area {area:g}); expected 4 corners "
+                            "enclosing a non-zero area",
+                        )
+                    )
+                    continue
             if box[2] <= box[0] or box[3] <= box[1]:
                 problems.append(LabelProblem(json_path, 0, f"{where}: empty box {ann.get('bbox')}"))
                 continue
             boxes.append(box)
             labels.append(cat_to_label[cat])
             crowd.append(bool(ann.get("iscrowd", 0)))
-            if task == "segment":
+            if task in (
+                "segment",
+                "obb",
+            ):  # appended only once the instance is kept (boxes/polys stay aligned)
                 polys.append(poly)
+            if task == "segment":
                 rles.append(raw_rle)
             if task == "pose":
                 kp = ann.get("keypoints") or [0.0] * (3 * k)

@@ -12,10 +12,15 @@ Boxes/polygons of detect/segment/pose may exceed [0, 1] by at most `COORD_TOLERA
 image); OBB corners are kept as labelled (rotated objects at the border stick out). Extra YAML keys read here:
 `task` (detect|segment|pose|obb) and `category_ids` (label → original dataset category id, written by
 `lucid_data.convert` so a COCO → YOLO conversion keeps the COCO ids).
+
+Image ids are the file stems, unique within a split: stems shared by images in different sub-folders become
+relative paths (`image_ids_for`).
 """
 
 from __future__ import annotations
 
+import os
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -31,6 +36,7 @@ from lucid_data.targets import Targets
 __all__ = [
     "COORD_TOLERANCE",
     "YoloDataConfig",
+    "image_ids_for",
     "infer_yolo_task",
     "label_path_for",
     "list_images",
@@ -127,6 +133,49 @@ def list_images(spec: str | Path | Sequence[str | Path], root: Path) -> list[Pat
     if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES:
         return [p]
     raise FileNotFoundError(f"image source {p} does not exist (expected a folder of images or a .txt list)")
+
+
+def image_ids_for(images: Sequence[Path]) -> list[str]:
+    """One id per image, unique within the split: the file stem, or, when stems repeat, the relative path.
+
+    A folder split is listed recursively, so ``val/a/0001.png`` and ``val/b/0001.png`` share the stem ``0001``;
+    ids keyed on the stem would make the two collide and one image would never be scored. Every image whose stem
+    is shared gets its path relative to the images' common folder instead (``a/0001``, POSIX separators, suffix
+    dropped, or kept when two files differ only by suffix); unique stems stay stems (ids of existing datasets are
+    unchanged). The same file listed twice (a ``.txt`` list) is refused with both entries named.
+    """
+    seen: dict[Path, int] = {}
+    for index, image in enumerate(images):
+        key = Path(os.path.abspath(image))
+        if key in seen:
+            raise ValueError(
+                f"image {image} is listed twice in the split (entries {seen[key] + 1} and {index + 1}); "
+                "expected every image once (its id would be scored twice)"
+            )
+        seen[key] = index
+    stems = Counter(image.stem for image in images)
+    if all(count == 1 for count in stems.values()):
+        return [image.stem for image in images]
+    absolute = [Path(os.path.abspath(image)) for image in images]
+    common = Path(os.path.commonpath([str(p.parent) for p in absolute]))
+    relative = [p.relative_to(common) for p in absolute]
+    without_suffix = Counter(r.with_suffix("").as_posix() for r in relative)
+    ids: list[str] = []
+    for image, rel in zip(images, relative, strict=True):
+        if stems[image.stem] == 1:
+            ids.append(image.stem)
+        elif without_suffix[rel.with_suffix("").as_posix()] == 1:
+            ids.append(rel.with_suffix("").as_posix())
+        else:
+            ids.append(rel.as_posix())
+    taken = Counter(
+        ids
+    )  # a stem equal to another image's relative id ("a/0001" is a stem only if oddly named)
+    clash = next((i for i, n in taken.items() if n > 1), None)
+    if clash is not None:
+        both = [str(p) for p, i in zip(images, ids, strict=True) if i == clash]
+        raise ValueError(f"images {both} resolve to the same image id {clash!r}; rename one of them")
+    return ids
 
 
 def label_path_for(image: Path) -> Path:
@@ -348,7 +397,8 @@ def read_yolo(
     records: list[ImageRecord] = []
     problems: list[LabelProblem] = []
     other: list[str] = []
-    for image, label in zip(images, label_paths, strict=True):
+    image_ids = image_ids_for(images)
+    for image, label, image_id in zip(images, label_paths, image_ids, strict=True):
         try:
             size: tuple[int, int] | None = image_size(image)
         except CorruptImageError as exc:
@@ -360,12 +410,12 @@ def read_yolo(
             size or (1, 1),
             num_classes=len(names) if names else None,
             kpt_shape=kpt_shape,
-            image_id=image.stem,
+            image_id=image_id,
         )
         problems.extend(bad)
         if size is None:  # its labels are still checked above; the image is left out
             continue
-        records.append(ImageRecord(path=image, targets=targets, image_id=image.stem, size_hw=size))
+        records.append(ImageRecord(path=image, targets=targets, image_id=image_id, size_hw=size))
     if problems and strict:
         raise LabelError(problems)
     if names is None:
