@@ -13,10 +13,16 @@ verified)"), which reproduced the reference outputs bit-exactly:
 
 Everything is dense over the (B, M, A) grid: no boolean-mask gathers and no ``nonzero``, so the assigner traces
 as one graph under ``torch.compile``.
+
+Task variants change only steps 1 and 2 (the task seam): a subclass overrides :meth:`TaskAlignedAssigner.candidates`
+(e.g. the rotated-box inside test) and/or :meth:`TaskAlignedAssigner.overlaps` (e.g. ProbIoU, OKS, box + mask
+IoU), reading any per-task tensors it needs from the ``extras`` mapping passed to ``__call__``. Boxes may have any
+last dimension (4 for xyxy, 5 for xywhr); ``target_bboxes`` is gathered with the ground truth's own width.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import torch
@@ -104,6 +110,7 @@ class TaskAlignedAssigner:
         gt_labels: Tensor,
         gt_bboxes: Tensor,
         mask_gt: Tensor,
+        extras: Mapping[str, Tensor] | None = None,
     ) -> Assignment:
         """Assign ground truth to anchors.
 
@@ -114,7 +121,9 @@ class TaskAlignedAssigner:
             gt_labels: (B, M, 1) class ids (any numeric dtype).
             gt_bboxes: (B, M, 4) ground truth, xyxy pixels; padding rows are zero.
             mask_gt: (B, M, 1) 1 for real rows, 0 for padding.
+            extras: per-task tensors read by the :meth:`candidates` / :meth:`overlaps` of a subclass (unused here).
         """
+        extras = {} if extras is None else extras
         batch, num_anchors, num_classes = pd_scores.shape
         if num_classes != self.num_classes:
             raise ValueError(
@@ -135,16 +144,15 @@ class TaskAlignedAssigner:
             )
 
         real = mask_gt.to(pd_scores.dtype)  # (B, M, 1)
-        in_candidate_box = self._candidates(anc_points, gt_bboxes, real)  # (B, M, A) float
+        in_candidate_box = self.candidates(anc_points, gt_bboxes, real, extras)  # (B, M, A) float
         candidate = in_candidate_box * real
 
-        # Overlaps and class scores over the dense (B, M, A) grid, zero outside candidates.
-        ciou = bbox_ciou(gt_bboxes.unsqueeze(2), pd_bboxes.unsqueeze(1)).clamp_(min=0)  # (B, M, A)
+        # Class scores and overlaps over the dense (B, M, A) grid, zero outside candidates.
         is_candidate = candidate > 0
-        overlaps = torch.where(is_candidate, ciou, torch.zeros_like(ciou))
         labels = gt_labels.long().squeeze(-1).clamp(min=0)  # (B, M)
         class_scores = pd_scores.permute(0, 2, 1).gather(1, labels.unsqueeze(-1).expand(-1, -1, num_anchors))
         class_scores = torch.where(is_candidate, class_scores, torch.zeros_like(class_scores))
+        overlaps = self.overlaps(gt_bboxes, pd_bboxes, is_candidate, class_scores, extras)
         align_metric = class_scores.pow(self.alpha) * overlaps.pow(self.beta)  # (B, M, A)
 
         # Top-k per row over all anchors, then keep candidates of real rows only.
@@ -166,7 +174,10 @@ class TaskAlignedAssigner:
         target_gt_idx = mask_pos.argmax(1)  # (B, A)
 
         target_labels = labels.gather(1, target_gt_idx)  # (B, A)
-        target_bboxes = gt_bboxes.gather(1, target_gt_idx.unsqueeze(-1).expand(-1, -1, 4))  # (B, A, 4)
+        box_dim = gt_bboxes.shape[-1]
+        target_bboxes = gt_bboxes.gather(
+            1, target_gt_idx.unsqueeze(-1).expand(-1, -1, box_dim)
+        )  # (B, A, 4|5)
 
         # Soft scores: per row t * max(u) / (max(t) + eps), maximum over rows per anchor.
         align_metric = align_metric * mask_pos
@@ -179,8 +190,30 @@ class TaskAlignedAssigner:
         ) * norm_align.unsqueeze(-1)
         return Assignment(target_labels, target_bboxes, target_scores, fg_mask, target_gt_idx)
 
+    def overlaps(
+        self,
+        gt_bboxes: Tensor,
+        pd_bboxes: Tensor,
+        is_candidate: Tensor,
+        class_scores: Tensor,
+        extras: Mapping[str, Tensor],
+    ) -> Tensor:
+        """Step 2: (B, M, A) overlap u of every (row, anchor) pair, zero outside ``is_candidate``.
+
+        Detection: CIoU(ground truth, prediction) clamped at 0. ``class_scores`` (B, M, A) are the candidates'
+        predicted probabilities of the row's class (zero elsewhere), for variants whose overlap depends on them.
+        """
+        ciou = bbox_ciou(gt_bboxes.unsqueeze(2), pd_bboxes.unsqueeze(1)).clamp_(min=0)  # (B, M, A)
+        return torch.where(is_candidate, ciou, torch.zeros_like(ciou))
+
+    def candidates(
+        self, anc_points: Tensor, gt_bboxes: Tensor, real: Tensor, extras: Mapping[str, Tensor]
+    ) -> Tensor:
+        """Step 1: (B, M, A) float mask of anchor points strictly inside each row's candidate box."""
+        return self._candidates(anc_points, gt_bboxes, real)
+
     def _candidates(self, anc_points: Tensor, gt_bboxes: Tensor, real: Tensor) -> Tensor:
-        """(B, M, A) float mask of anchor points strictly inside each row's candidate box."""
+        """(B, M, A) float mask of anchor points strictly inside each row's (optionally widened) box."""
         boxes = gt_bboxes
         if self.small_target_stride is not None:
             xywh = xyxy_to_xywh(gt_bboxes)

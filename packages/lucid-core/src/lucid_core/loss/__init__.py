@@ -1,25 +1,38 @@
-"""Detection objectives: dense task-aligned loss (one-to-many) and the YOLO26 end-to-end combination."""
+"""Training objectives: the detection terms, the task terms (``lucid_core.loss.terms``) and their combination
+(one-to-many, or YOLO26's end-to-end) through the task seam (:mod:`lucid_core.loss.objective`)."""
 
 from lucid_core.loss.detection import (
     BranchLoss,
     DetectionLoss,
     E2EDetectionLoss,
-    E2ELossResult,
     detection_branch_loss,
+    detection_objective,
     distribution_focal_loss,
     normalised_l1_loss,
+)
+from lucid_core.loss.objective import (
+    BranchObjective,
+    E2ELossResult,
+    EndToEndObjective,
+    OneToManyObjective,
+    build_objective,
 )
 from lucid_core.loss.schedule import BranchWeightSchedule
 from lucid_core.loss.targets import PaddedTargets, pack_targets
 
 __all__ = [
     "BranchLoss",
+    "BranchObjective",
     "BranchWeightSchedule",
     "DetectionLoss",
     "E2EDetectionLoss",
     "E2ELossResult",
+    "EndToEndObjective",
+    "OneToManyObjective",
     "PaddedTargets",
+    "build_objective",
     "detection_branch_loss",
+    "detection_objective",
     "distribution_focal_loss",
     "normalised_l1_loss",
     "pack_targets",

@@ -12,7 +12,7 @@ gradients stay finite for images without ground truth and for degenerate predict
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +25,9 @@ from lucid_core.loss.schedule import BranchWeightSchedule
 from lucid_core.loss.targets import PaddedTargets, pack_targets
 from lucid_core.outputs import BranchOutput, TrainOutput
 
+if TYPE_CHECKING:
+    from lucid_core.loss.objective import EndToEndObjective
+
 DFL_TARGET_MARGIN = 0.01  # DFL targets are clamped to [0, reg_max - 1 - 0.01] (fixture README, step 6)
 
 
@@ -36,6 +39,7 @@ class BranchLoss(NamedTuple):
     total: Tensor  # () sum of loss_vector_times_bs (what backward() is called on)
     assignment: Assignment
     target_scores_sum: Tensor  # () S = max(Σ target_scores, 1)
+    details: Mapping[str, Any] | None = None  # task terms' intermediates (debugging / fixture checks)
 
 
 def decode_distances(boxes: Tensor, reg_max: int) -> tuple[Tensor, Tensor | None]:
@@ -205,7 +209,7 @@ class DetectionLoss:
             topk2=topk2,
             small_target_stride=_small_target_stride(self.strides) if small_target else None,
         )
-        self.loss_names: tuple[str, str, str] = (
+        self.loss_names: tuple[str, ...] = (
             "box_loss",
             "cls_loss",
             "dfl_loss" if reg_max > 1 else "l1_loss",
@@ -231,6 +235,18 @@ class DetectionLoss:
             gains=self.gains,
         )
 
+    def branch_loss(
+        self,
+        output: TrainOutput,
+        branch: BranchOutput,
+        targets: PaddedTargets,
+        batch: Mapping[str, Any],
+        *,
+        one2one: bool = False,
+    ) -> BranchLoss:
+        """:class:`~lucid_core.loss.objective.BranchObjective` entry point: detection needs only the branch."""
+        return self.branch(branch, list(output.level_shapes), targets)
+
     def __call__(self, output: TrainOutput, batch: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:
         level_shapes = list(output.level_shapes)
         targets = self.pack(batch, output.one2many.scores.shape[0], _imgsz(level_shapes, self.strides))
@@ -238,79 +254,72 @@ class DetectionLoss:
         return result.total, result.loss_items
 
 
+def detection_objective(
+    model: Any,
+    *,
+    gains: Mapping[str, float] | None = None,
+    one2one: bool = False,
+    topk: int = 10,
+    alpha: float = 0.5,
+    beta: float = 6.0,
+    o2o_topk: int = 7,
+    o2o_topk2: int = 1,
+) -> DetectionLoss:
+    """Task-table factory (``lucid_core.tasks``): the detection objective of one branch of ``model``.
+
+    ``gains`` may hold ``box``, ``cls``, ``dfl`` (reference defaults 7.5, 0.5, 1.5; other keys are ignored). The
+    one-to-one branch (``one2one``) uses top-``o2o_topk`` then ``o2o_topk2`` anchors per ground truth (fixture
+    ``assigner_params``).
+    """
+    g = {"box": 7.5, "cls": 0.5, "dfl": 1.5, **dict(gains or {})}
+    return DetectionLoss(
+        int(model.num_classes),
+        int(model.reg_max),
+        tuple(float(s) for s in model.strides),
+        box=g["box"],
+        cls=g["cls"],
+        dfl=g["dfl"],
+        topk=o2o_topk if one2one else topk,
+        topk2=o2o_topk2 if one2one else None,
+        alpha=alpha,
+        beta=beta,
+    )
+
+
 def _imgsz(level_shapes: Sequence[tuple[int, int]], strides: Sequence[float]) -> tuple[int, int]:
     return int(level_shapes[0][0] * strides[0]), int(level_shapes[0][1] * strides[0])
 
 
-class E2ELossResult(NamedTuple):
-    """Combined end-to-end loss and its parts."""
+def E2EDetectionLoss(
+    num_classes: int,
+    reg_max: int = 1,
+    strides: Sequence[float] = (8, 16, 32),
+    box: float = 7.5,
+    cls: float = 0.5,
+    dfl: float = 1.5,
+    epochs: int = 100,
+    topk: int = 10,
+    o2o_topk: int = 7,
+    o2o_topk2: int = 1,
+    alpha: float = 0.5,
+    beta: float = 6.0,
+    small_target: bool = True,
+    o2m_init: float = 0.8,
+    o2m_final: float = 0.1,
+) -> EndToEndObjective:
+    """YOLO26 end-to-end detection objective: ``o2m · one2many + o2o · one2one`` with the branch-weight schedule.
 
-    loss_vector_times_bs: Tensor  # (3,) o2m · one2many + o2o · one2one
-    loss_items: Tensor  # (3,) the one-to-one branch's items (what the reference reports)
-    total: Tensor  # ()
-    one2many: BranchLoss
-    one2one: BranchLoss
-
-
-class E2EDetectionLoss:
-    """YOLO26 end-to-end objective: ``o2m · one2many + o2o · one2one`` with the branch-weight schedule.
-
-    The one-to-many branch uses the classic top-10 assignment, the one-to-one branch top-7 then one anchor per
-    ground truth (fixture ``assigner_params``). Reported items are the one-to-one items. Call
-    :meth:`step_epoch` once at the end of every epoch; :meth:`state_dict` / :meth:`load_state_dict` carry the
-    schedule across a resume.
+    The detection instance of :class:`lucid_core.loss.objective.EndToEndObjective`: the one-to-many branch uses
+    the classic top-10 assignment, the one-to-one branch top-7 then one anchor per ground truth (fixture
+    ``assigner_params``). Reported items are the one-to-one items.
     """
+    from lucid_core.loss.objective import EndToEndObjective
 
-    def __init__(
-        self,
-        num_classes: int,
-        reg_max: int = 1,
-        strides: Sequence[float] = (8, 16, 32),
-        box: float = 7.5,
-        cls: float = 0.5,
-        dfl: float = 1.5,
-        epochs: int = 100,
-        topk: int = 10,
-        o2o_topk: int = 7,
-        o2o_topk2: int = 1,
-        alpha: float = 0.5,
-        beta: float = 6.0,
-        small_target: bool = True,
-        o2m_init: float = 0.8,
-        o2m_final: float = 0.1,
-    ) -> None:
-        common = dict(box=box, cls=cls, dfl=dfl, alpha=alpha, beta=beta, small_target=small_target)
-        self.one2many = DetectionLoss(num_classes, reg_max, strides, topk=topk, **common)  # type: ignore[arg-type]
-        self.one2one = DetectionLoss(num_classes, reg_max, strides, topk=o2o_topk, topk2=o2o_topk2, **common)  # type: ignore[arg-type]
-        self.schedule = BranchWeightSchedule(epochs=epochs, o2m_init=o2m_init, o2m_final=o2m_final)
-        self.loss_names = self.one2many.loss_names
-
-    def step_epoch(self) -> None:
-        """Advance the branch-weight schedule (once at the end of every epoch)."""
-        self.schedule.step()
-
-    def state_dict(self) -> dict[str, float | int]:
-        return self.schedule.state_dict()
-
-    def load_state_dict(self, state: Mapping[str, float | int]) -> None:
-        self.schedule.load_state_dict(state)
-
-    def combine(self, output: TrainOutput, targets: PaddedTargets) -> E2ELossResult:
-        """Both branch losses and their weighted combination against already packed targets."""
-        if output.one2one is None:
-            raise ValueError(
-                "E2EDetectionLoss: the model output has no one2one branch (is this an end-to-end model?)"
-            )
-        level_shapes = list(output.level_shapes)
-        o2m = self.one2many.branch(output.one2many, level_shapes, targets)
-        o2o = self.one2one.branch(output.one2one, level_shapes, targets)
-        vector = self.schedule.o2m * o2m.loss_vector_times_bs + self.schedule.o2o * o2o.loss_vector_times_bs
-        return E2ELossResult(vector, o2o.loss_items, vector.sum(), o2m, o2o)
-
-    def __call__(self, output: TrainOutput, batch: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:
-        level_shapes = list(output.level_shapes)
-        targets = self.one2many.pack(
-            batch, output.one2many.scores.shape[0], _imgsz(level_shapes, self.one2many.strides)
-        )
-        result = self.combine(output, targets)
-        return result.total, result.loss_items
+    common: dict[str, Any] = dict(
+        box=box, cls=cls, dfl=dfl, alpha=alpha, beta=beta, small_target=small_target
+    )
+    return EndToEndObjective(
+        DetectionLoss(num_classes, reg_max, strides, topk=topk, **common),
+        DetectionLoss(num_classes, reg_max, strides, topk=o2o_topk, topk2=o2o_topk2, **common),
+        BranchWeightSchedule(epochs=epochs, o2m_init=o2m_init, o2m_final=o2m_final),
+    )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-TASKS = ("detect", "segment", "pose", "obb")
+from lucid_core.tasks import TASKS as _TASK_TABLE
+
+TASKS = tuple(_TASK_TABLE)  # ("detect", "segment", "pose", "obb"): the task table's order
 
 
 @dataclass

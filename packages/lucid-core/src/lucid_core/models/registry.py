@@ -15,9 +15,10 @@ from lucid_core.models.config import TASKS, ModelConfig
 from lucid_core.models.family import FamilySpec
 from lucid_core.models.graph import build_layer, scale_channels
 from lucid_core.models.yolo import YOLOModel
+from lucid_core.tasks import TASKS as TASK_TABLE
 
 _FAMILIES: dict[str, FamilySpec] = {}
-TASK_SUFFIX = {"detect": "", "segment": "-seg", "pose": "-pose", "obb": "-obb"}
+TASK_SUFFIX = {name: spec.suffix for name, spec in TASK_TABLE.items()}
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def list_models() -> list[ModelKey]:
     return [ModelKey(f.name, t, s) for f in _FAMILIES.values() for t in f.tasks for s in f.scales]
 
 
-_TASK_OPTIONS = {"pose": {"kpt_shape"}, "segment": {"num_masks"}, "obb": {"num_angles"}, "detect": set()}
+_TASK_OPTIONS = {name: spec.option_names() for name, spec in TASK_TABLE.items()}
 
 
 def build_model(
