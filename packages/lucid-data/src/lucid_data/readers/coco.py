@@ -196,10 +196,7 @@ def read_coco(
             boxes.append(box)
             labels.append(cat_to_label[cat])
             crowd.append(bool(ann.get("iscrowd", 0)))
-            if task in (
-                "segment",
-                "obb",
-            ):  # appended only once the instance is kept (boxes/polys stay aligned)
+            if task in ("segment", "obb") and poly is not None:  # only once the instance is kept (aligned)
                 polys.append(poly)
             if task == "segment":
                 rles.append(raw_rle)
