@@ -9,7 +9,7 @@ from lucid_core.interop.reference import (
     lucid_to_reference_key,
     reference_to_lucid_key,
 )
-from lucid_core.interop.unpickler import RefusedGlobalError, StandInMethod, StandInModule
+from lucid_core.interop.unpickler import RefusedGlobalError, StandInMethod, StandInModule, StandInNamespace
 
 __all__ = [
     "CheckpointImportError",
@@ -17,6 +17,7 @@ __all__ = [
     "RefusedGlobalError",
     "StandInMethod",
     "StandInModule",
+    "StandInNamespace",
     "export_onnx",
     "import_checkpoint",
     "import_reference_tree",

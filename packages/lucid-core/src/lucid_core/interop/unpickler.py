@@ -13,6 +13,10 @@ pickle can run. Here it returns only:
 - the tensor-rebuild functions ``torch.load`` needs (``torch._utils._rebuild_tensor_v2`` …), ``torch.Size`` and
   the ``torch`` dtypes; storages are resolved by ``torch.load`` itself before this class is asked;
 - containers: ``collections.OrderedDict``, ``set``, ``frozenset``;
+- inert namespaces (:class:`StandInNamespace`, a plain ``types.SimpleNamespace``) for the reference's
+  ``ultralytics.utils.IterableSimpleNamespace``: its *intermediate* checkpoints (``epochN.pt``, the ``last.pt`` of
+  an unfinished run) store the training arguments as one (issue 14); it pickles as ``REDUCE(cls, ())`` then
+  ``BUILD(dict)``, so the stand-in takes no constructor arguments and keeps only a str-keyed dict;
 - a *narrow* ``getattr``: the YOLO11 pose checkpoint stores the attribute ``Pose.detect = Detect.forward``, which
   pickles as ``REDUCE(getattr, (<class Detect>, 'forward'))`` (found with ``pickletools.dis`` on ``data.pkl``).
   Only ``getattr(<stand-in class>, 'forward')`` is allowed and yields an inert :class:`StandInMethod` record; a
@@ -29,6 +33,7 @@ from __future__ import annotations
 import io
 import pickle
 import re
+import types
 from collections import OrderedDict
 from typing import IO, Any, ClassVar
 
@@ -38,6 +43,7 @@ __all__ = [
     "RefusedGlobalError",
     "StandInMethod",
     "StandInModule",
+    "StandInNamespace",
     "Unpickler",
     "load",
     "loads",
@@ -54,6 +60,8 @@ Pickler = pickle.Pickler
 _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # no dunders, no dotted paths
 # Module classes of the reference that become stand-ins (any class name below these packages; stand-ins are inert).
 STANDIN_MODULE_PREFIXES = ("ultralytics.nn.", "torch.nn.modules.")
+# SimpleNamespace subclasses of the reference that become StandInNamespace (exact module.name; see module docstring).
+NAMESPACE_GLOBALS = frozenset({"ultralytics.utils.IterableSimpleNamespace", "types.SimpleNamespace"})
 # getattr(<stand-in class>, name) is answered only for these attribute names (see module docstring).
 ALLOWED_GETATTR_NAMES = frozenset({"forward"})
 
@@ -182,7 +190,50 @@ class StandInMethod:
         return f"<stand-in method {self.owner}.{self.name}>"
 
 
+class StandInNamespace(types.SimpleNamespace):
+    """Inert stand-in for a pickled ``types.SimpleNamespace`` subclass (the reference's ``IterableSimpleNamespace``).
+
+    A plain namespace: attribute access (``args.imgsz``) and ``vars(args)`` work, :meth:`to_dict` gives a copy;
+    ``reference_class`` names the pickled global. Construction ignores its arguments and ``BUILD`` accepts only a
+    dict with str keys, so no code of the reference runs. Subclasses are made per global by :func:`standin_class`.
+    """
+
+    reference_class: ClassVar[str] = ""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:  # REDUCE(cls, ()): nothing to run
+        super().__init__()
+
+    def __setstate__(self, state: object) -> None:
+        if isinstance(state, tuple) and len(state) == 2 and state[1] is None:
+            state = state[0]
+        if state is None:
+            return
+        if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+            raise pickle.UnpicklingError(
+                f"stand-in {self.reference_class}: expected a dict state with str keys, got {type(state).__name__}"
+            )
+        self.__dict__.update(state)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The namespace's attributes as a new dict."""
+        return dict(self.__dict__)
+
+    def __repr__(self) -> str:
+        return f"<stand-in {self.reference_class} {sorted(self.__dict__)}>"
+
+
 _STANDIN_CACHE: dict[str, type[StandInModule]] = {}
+_NAMESPACE_CACHE: dict[str, type[StandInNamespace]] = {}
+
+
+def standin_namespace_class(qualified_name: str) -> type[StandInNamespace]:
+    """The (cached) :class:`StandInNamespace` subclass for the pickled namespace class ``qualified_name``."""
+    cls = _NAMESPACE_CACHE.get(qualified_name)
+    if cls is None:
+        module, _, name = qualified_name.rpartition(".")
+        cls = type(name, (StandInNamespace,), {"reference_class": qualified_name, "__module__": module})
+        _NAMESPACE_CACHE[qualified_name] = cls
+    return cls
 
 
 def standin_class(qualified_name: str) -> type[StandInModule]:
@@ -221,6 +272,8 @@ def resolve_global(module: str, name: str) -> Any:
         return _CONTAINERS[qualified]
     if qualified in _GETATTR_GLOBALS:
         return narrow_getattr
+    if qualified in NAMESPACE_GLOBALS:
+        return standin_namespace_class(qualified)
     if module.startswith(STANDIN_MODULE_PREFIXES) and _IDENTIFIER.match(name):
         return standin_class(qualified)
     raise RefusedGlobalError(qualified)
