@@ -101,6 +101,7 @@ def detection_branch_loss(
     assigner: TaskAlignedAssigner,
     reg_max: int,
     gains: tuple[float, float, float] = (7.5, 0.5, 1.5),
+    assigner_extras: Mapping[str, Tensor] | None = None,
 ) -> BranchLoss:
     """Loss of one branch from its raw outputs (fixture ``head_outputs``) and padded ground truth.
 
@@ -110,6 +111,8 @@ def detection_branch_loss(
         level_shapes: (h_l, w_l) per level; strides: per level. The image size is (h_0·s_0, w_0·s_0).
         targets: padded ground truth in pixels (:func:`pack_targets`).
         gains: (box, cls, dfl|l1).
+        assigner_extras: per-task tensors handed to the assigner's ``extras`` (e.g. the mask-aware assigner's
+            coefficients, prototypes and ground-truth masks); ``None`` for detection.
     """
     boxes = boxes.float()
     scores = scores.float()
@@ -132,6 +135,7 @@ def detection_branch_loss(
         targets.gt_labels,
         targets.gt_bboxes,
         targets.mask_gt,
+        assigner_extras,
     )
     target_scores = assignment.target_scores
     fg = assignment.fg_mask.unsqueeze(-1)  # (B, A, 1)
