@@ -2,9 +2,11 @@
 
 Li et al. 2021, "Human Pose Regression with Residual Log-likelihood Estimation" (RLE), and Dinh et al. 2017,
 "Density estimation using Real NVP": 6 affine coupling layers with alternating masks [0, 1] / [1, 0]; each has a
-scale net ``Linear(2,64)-LeakyReLU-Linear(64,64)-LeakyReLU-Linear(64,2)-Tanh`` and a translation net of the same
+scale net ``Linear(2,64)-SiLU-Linear(64,64)-SiLU-Linear(64,2)-Tanh`` and a translation net of the same
 shape without the Tanh (53,784 parameters, = ``params_flow_model`` in shared/fixtures/model_params.json).
-The prior is a standard 2-D normal. Used only by the pose RLE loss; never run by the model's forward.
+The prior is a standard 2-D normal. Used only by the pose RLE loss; never run by the model's forward. SiLU and the
+inverse-pass op order follow shared/fixtures/README.md ("pose_loss_*.pt", step 8 "Flow log-density"), which the
+fixture's stored ``flow_state`` reproduces (tests/core/test_core_loss_pose.py).
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from torch import Tensor, nn
 def _coupling_net(hidden: int, final_tanh: bool) -> nn.Sequential:
     layers: list[nn.Module] = [
         nn.Linear(2, hidden),
-        nn.LeakyReLU(),
+        nn.SiLU(),
         nn.Linear(hidden, hidden),
-        nn.LeakyReLU(),
+        nn.SiLU(),
         nn.Linear(hidden, 2),
     ]
     if final_tanh:
