@@ -9,8 +9,12 @@ and ``runs/best.json``::
      "family": ..., "task": ..., "scale": ..., "num_classes": ..., "kpt_shape": ..., "names": [...],
      "imgsz": 640, "versions": {"lucid_core": ..., "torch": ..., "safetensors": ...}, "extra": {...}}
 
-Both files are written atomically (temporary file in the same folder + ``os.replace``), weights first, so a
-crash leaves either the old pair or a weights file whose hash the JSON does not match (detected on load).
+The pair is replaced as one unit (issue 13, "The best export is one atomic unit"): the new weights are first
+written (atomically) to the *pending* file ``.best.safetensors.pending`` next to the target, then the JSON, which
+carries the pending file's sha256, replaces the old JSON, and finally the pending file is renamed onto
+``best.safetensors``. A crash at any point leaves a loadable pair: before the JSON rename the old pair is intact (a
+stale pending file is removed by :func:`repair_checkpoint`); after it the JSON names the pending file's digest and
+:func:`load_checkpoint` reads the pending file (:func:`repair_checkpoint` finishes the rename).
 ``load_model`` rebuilds the network with ``lucid_core.models.build_model(**config["model"])`` and checks
 the hash, the key set and every shape; any mismatch raises :class:`CheckpointError` naming the file.
 """
@@ -21,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,7 +129,8 @@ def save_model(
     weights_path.parent.mkdir(parents=True, exist_ok=True)
     # clone: safetensors refuses tensors sharing storage; contiguous CPU copies keep every bit
     tensors = {k: v.detach().to("cpu").clone().contiguous() for k, v in model.state_dict().items()}
-    with atomic_path(weights_path) as tmp_weights:
+    pending = pending_weights_path(weights_path)
+    with atomic_path(pending) as tmp_weights:
         safetensors.torch.save_file(tensors, str(tmp_weights), metadata={"format": FORMAT})
         sha = file_sha256(tmp_weights)
         size = tmp_weights.stat().st_size
@@ -150,7 +156,62 @@ def save_model(
         "extra": _json_ready(dict(extra or {})),
     }
     atomic_write_json(config_path, record)
+    os.replace(pending, weights_path)
     return weights_path
+
+
+def pending_weights_path(weights_path: Path) -> Path:
+    """Where :func:`save_model` writes new weights before the JSON names them: ``.<name>.pending`` beside them."""
+    return weights_path.with_name(f".{weights_path.name}.pending")
+
+
+#: ``lucid_core.atomic.atomic_path`` temporaries: ``.<final name>.<8 mkstemp characters>.tmp``.
+_ATOMIC_TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+
+
+def is_atomic_temporary(name: str) -> bool:
+    """True for a file name :func:`lucid_core.atomic.atomic_path` gives its temporaries (and nothing else)."""
+    return bool(_ATOMIC_TEMPORARY.match(name))
+
+
+def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
+    """Delete the atomic-write temporaries a killed writer left in ``folder``; returns what was removed.
+
+    Only names of our own making (:func:`is_atomic_temporary`) directly inside ``folder`` are touched; call it
+    only when no other process writes into ``folder`` (e.g. at the start of a run that owns the directory).
+    """
+    removed: list[Path] = []
+    base = Path(folder)
+    if not base.is_dir():
+        return removed
+    for entry in base.iterdir():
+        if entry.is_file() and is_atomic_temporary(entry.name):
+            entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
+def repair_checkpoint(path: str | os.PathLike[str]) -> str:
+    """Finish or roll back a :func:`save_model` that was interrupted; returns what was done.
+
+    ``"rolled forward"``: the JSON names the pending file's digest, which is renamed onto the weights;
+    ``"removed pending"``: a pending file the JSON does not name (written before a crash) is deleted;
+    ``"ok"``: nothing to do. Weights and JSON that disagree with no pending file to repair them stay as they are
+    (:func:`load_checkpoint` then names the mismatch).
+    """
+    weights_path, config_path = checkpoint_paths(path)
+    pending = pending_weights_path(weights_path)
+    if not pending.is_file():
+        return "ok"
+    try:
+        record = _read_config(config_path)
+    except CheckpointError:
+        record = {}
+    if record.get("weights_sha256") == file_sha256(pending):
+        os.replace(pending, weights_path)
+        return "rolled forward"
+    pending.unlink(missing_ok=True)
+    return "removed pending"
 
 
 def _config_for_build(stored: Mapping[str, Any]) -> dict[str, Any]:
@@ -201,10 +262,32 @@ def _read_config(config_path: Path) -> dict[str, Any]:
     return record
 
 
+def _refuse_other_formats(path: str | os.PathLike[str]) -> None:
+    """A reference ``.pt`` or a Lightning ``.ckpt`` given where a lucid checkpoint is expected: say what to do."""
+    p = Path(path)
+    if p.suffix in (".pt", ".pth"):
+        raise CheckpointError(
+            f"{p}: a reference (pickled) checkpoint, not a lucid checkpoint (.safetensors + .json); convert it "
+            f"once with `lucid-convert {p} {p.with_suffix('')}` and pass {p.with_suffix('')} (nothing was "
+            "unpickled)."
+        )
+    if p.suffix == ".ckpt":
+        raise CheckpointError(
+            f"{p}: a Lightning training checkpoint, not a lucid checkpoint (.safetensors + .json); pass the "
+            f"exported model of its run, e.g. {p.with_name('best')} (best.safetensors + best.json)."
+        )
+
+
 def load_checkpoint(path: str | os.PathLike[str], *, map_location: str | torch.device = "cpu") -> Checkpoint:
     """Load model and metadata; ``path`` is the stem, the ``.safetensors`` or the ``.json`` file."""
+    _refuse_other_formats(path)
     weights_path, config_path = checkpoint_paths(path)
     record = _read_config(config_path)
+    pending = pending_weights_path(weights_path)
+    if pending.is_file() and (
+        not weights_path.is_file() or file_sha256(weights_path) != record["weights_sha256"]
+    ):
+        weights_path = pending  # save_model was interrupted after the JSON named the new weights
     if not weights_path.is_file():
         raise CheckpointError(f"{weights_path}: weights file not found (named by {config_path})")
     size = weights_path.stat().st_size
@@ -244,3 +327,104 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str | torch.d
 def load_model(path: str | os.PathLike[str], *, map_location: str | torch.device = "cpu") -> YOLOModel:
     """Load a :class:`~lucid_core.models.YOLOModel` saved by :func:`save_model` (eval mode)."""
     return load_checkpoint(path, map_location=map_location).model
+
+
+@dataclass
+class TrainingStart:
+    """Weights to fine-tune from (:func:`load_for_training`): the model in training mode and what was adapted."""
+
+    model: YOLOModel
+    names: list[str]
+    source: Path
+    source_config: dict[str, Any]
+    #: module names whose tensors did not fit the new head and keep their fresh initialisation
+    reinitialised: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _module_of(key: str) -> str:
+    return key.rpartition(".")[0]
+
+
+def _head_prefix(state: Mapping[str, Tensor]) -> str:
+    """``layers.<last>.``: the head is the last layer of a :class:`~lucid_core.models.YOLOModel`."""
+    indices = [int(k.split(".")[1]) for k in state if k.startswith("layers.") and k.split(".")[1].isdigit()]
+    return f"layers.{max(indices)}." if indices else ""
+
+
+def load_for_training(
+    path: str | os.PathLike[str],
+    *,
+    num_classes: int,
+    task: str | None = None,
+    kpt_shape: Sequence[int] | None = None,
+) -> TrainingStart:
+    """Weights to fine-tune from: a lucid checkpoint or a reference ``.pt`` (converted on the fly, nothing executed).
+
+    The network is the checkpoint's family and scale, with ``task`` (default: the checkpoint's), ``num_classes``
+    and ``kpt_shape`` (default: the checkpoint's) of the new run. Every tensor whose name and shape fit is copied;
+    the head layers whose shapes change with the class count, keypoint shape or task (e.g. the classification
+    convolutions' last layer) keep their fresh initialisation and are listed in ``reinitialised`` and ``notes``
+    (issue 13, "Fine-tuning"). The model is returned in training mode: a loaded checkpoint is in eval mode, and
+    Lightning keeps submodule modes, so an eval-mode detector would hand the loss decoded boxes.
+    """
+    source = Path(path)
+    notes: list[str] = []
+    if source.suffix in (".pt", ".pth"):
+        from lucid_core.interop.reference import import_checkpoint
+
+        loaded, imported = import_checkpoint(source)
+        names = list(imported.names)
+        notes.append(f"{source}: reference checkpoint converted on the fly (restricted unpickler)")
+    else:
+        checkpoint = load_checkpoint(source)
+        loaded, names = checkpoint.model, checkpoint.names
+    stored_config = dict(dataclasses.asdict(loaded.config))
+    target = dict(stored_config)
+    target["num_classes"] = int(num_classes)
+    if task is not None and task != stored_config["task"]:
+        target["task"] = task
+        for option in ("kpt_shape", "num_masks", "num_angles"):
+            target[option] = None
+        notes.append(f"task {stored_config['task']} weights trained as {task}: the head is adapted")
+    if kpt_shape is not None:
+        target["kpt_shape"] = tuple(int(v) for v in kpt_shape)
+    try:
+        model = build_model(**_config_for_build(target))
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{source}: cannot build a {target} model from these weights ({exc})") from exc
+    stored = loaded.state_dict()
+    fresh = model.state_dict()
+    fitting = {k: v for k, v in stored.items() if k in fresh and tuple(v.shape) == tuple(fresh[k].shape)}
+    changed = sorted({_module_of(k) for k in fresh if k not in fitting})
+    head_prefix = _head_prefix(fresh)
+    outside_head = [k for k in fresh if k not in fitting and not k.startswith(head_prefix)]
+    if outside_head:
+        key = outside_head[0]
+        found = f"shape {tuple(stored[key].shape)}" if key in stored else "missing"
+        raise CheckpointError(
+            f"{source}: {len(outside_head)} tensor(s) outside the head do not fit a {target['family']} "
+            f"{target['scale']} {target['task']} model (first: {key}: {found}, expected "
+            f"{tuple(fresh[key].shape)}); only the head may differ when fine-tuning"
+        )
+    model.load_state_dict(fitting, strict=False)
+    if changed:
+        shown = ", ".join(changed[:_MAX_LISTED]) + (
+            f" (+{len(changed) - _MAX_LISTED} more)" if len(changed) > _MAX_LISTED else ""
+        )
+        notes.append(
+            f"{source}: {len(changed)} head layer(s) re-initialised for {num_classes} classes"
+            + (f", kpt_shape {list(target['kpt_shape'])}" if target.get("kpt_shape") else "")
+            + f" (the weights have {stored_config['num_classes']}): {shown}"
+        )
+    if len(names) != int(num_classes):
+        names = [str(i) for i in range(int(num_classes))]
+    model.train()
+    return TrainingStart(
+        model=model,
+        names=names,
+        source=source,
+        source_config=stored_config,
+        reinitialised=changed,
+        notes=notes,
+    )
