@@ -3,7 +3,8 @@
 ProbIoU follows shared/fixtures/README.md ("Post-processing that produced `pred`", OBB): each box is the
 Gaussian with covariance built from ``(w²/12, h²/12, θ)`` and ProbIoU = 1 − Hellinger distance between the two
 Gaussians (Llerena et al., "Gaussian Bounding Boxes and Probabilistic Intersection-over-Union for Object
-Detection", 2021), with eps = 1e-7 placed exactly as written there. Angles are radians; the corner order is
+Detection", 2021), with eps = 1e-7 placed exactly as written there; the literal evaluation order and the
+variance ``floor`` follow section "obb_loss_*.pt" ("ProbIoU"), which is the same value with bit-exact gradients. Angles are radians; the corner order is
 ``c + v1 + v2, c + v1 − v2, c − v1 − v2, c − v1 + v2`` with ``v1 = (w/2·cosθ, w/2·sinθ)`` and
 ``v2 = (−h/2·sinθ, h/2·cosθ)`` (same README section).
 """
@@ -25,42 +26,64 @@ def _check_rboxes(name: str, boxes: Tensor) -> None:
         )
 
 
-def _covariance_terms(boxes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Return the covariance entries ``(a, b, c)`` of the Gaussian of each box (README formula)."""
-    w2 = boxes[..., 2].pow(2) / 12
-    h2 = boxes[..., 3].pow(2) / 12
+def _covariance_terms(boxes: Tensor, floor: float) -> tuple[Tensor, Tensor, Tensor]:
+    """Covariance entries ``(A, B, C)`` of the Gaussian of each box (fixture README "ProbIoU").
+
+    ``a = w²/12 + floor``, ``b = h²/12 + floor`` (square, ÷12, + floor, in this order), then
+    ``A = a·cos²θ + b·sin²θ``, ``B = a·sin²θ + b·cos²θ``, ``C = (a − b)·cosθ·sinθ``; squares as ``pow(2)``.
+    """
+    a = boxes[..., 2].pow(2) / 12 + floor
+    b = boxes[..., 3].pow(2) / 12 + floor
     cos = torch.cos(boxes[..., 4])
     sin = torch.sin(boxes[..., 4])
-    a = w2 * cos.pow(2) + h2 * sin.pow(2)
-    b = w2 * sin.pow(2) + h2 * cos.pow(2)
-    c = (w2 - h2) * cos * sin
-    return a, b, c
+    return (
+        a * cos.pow(2) + b * sin.pow(2),
+        a * sin.pow(2) + b * cos.pow(2),
+        (a - b) * cos * sin,
+    )
 
 
-def _probiou_broadcast(boxes1: Tensor, boxes2: Tensor, eps: float) -> Tensor:
+def _probiou_broadcast(boxes1: Tensor, boxes2: Tensor, eps: float, floor: float) -> Tensor:
+    """ProbIoU evaluated literally as the fixture README writes it (bit-exact values *and* gradients).
+
+    Every occurrence of ``A1 + A2``, ``B1 + B2``, ``C1 + C2`` and of ``D = (A1 + A2)(B1 + B2) − (C1 + C2)²`` is
+    its own expression (a shared sum changes the gradients by up to 6e-8, README "ProbIoU").
+    """
     x1, y1 = boxes1[..., 0], boxes1[..., 1]
     x2, y2 = boxes2[..., 0], boxes2[..., 1]
-    a1, b1, c1 = _covariance_terms(boxes1)
-    a2, b2, c2 = _covariance_terms(boxes2)
-    a = a1 + a2
-    b = b1 + b2
-    c = c1 + c2
-    denom = a * b - c.pow(2) + eps
-    t1 = (a * (y1 - y2).pow(2) + b * (x1 - x2).pow(2)) / denom / 4
-    t2 = c * (x2 - x1) * (y1 - y2) / denom / 2
+    a1, b1, c1 = _covariance_terms(boxes1, floor)
+    a2, b2, c2 = _covariance_terms(boxes2, floor)
+    t1 = (
+        ((a1 + a2) * (y1 - y2).pow(2) + (b1 + b2) * (x1 - x2).pow(2))
+        / ((a1 + a2) * (b1 + b2) - (c1 + c2).pow(2) + eps)
+        * 0.25
+    )
+    t2 = ((c1 + c2) * (x2 - x1) * (y1 - y2)) / ((a1 + a2) * (b1 + b2) - (c1 + c2).pow(2) + eps) * 0.5
     det1 = (a1 * b1 - c1.pow(2)).clamp(min=0)
     det2 = (a2 * b2 - c2.pow(2)).clamp(min=0)
-    t3 = 0.5 * torch.log((a * b - c.pow(2)) / (4 * torch.sqrt(det1 * det2) + eps) + eps)
+    t3 = (
+        torch.log(((a1 + a2) * (b1 + b2) - (c1 + c2).pow(2)) / (4 * torch.sqrt(det1 * det2) + eps) + eps)
+        * 0.5
+    )
     bhattacharyya = (t1 + t2 + t3).clamp(eps, 100.0)
     hellinger = torch.sqrt(1.0 - torch.exp(-bhattacharyya) + eps)
     return 1.0 - hellinger
 
 
-def probiou(boxes1: Tensor, boxes2: Tensor, *, pairwise: bool = True, eps: float = PROBIOU_EPS) -> Tensor:
+def probiou(
+    boxes1: Tensor,
+    boxes2: Tensor,
+    *,
+    pairwise: bool = True,
+    eps: float = PROBIOU_EPS,
+    floor: float = 0.0,
+) -> Tensor:
     """ProbIoU of rotated boxes ``(..., 5)`` as ``(cx, cy, w, h, theta)``.
 
     ``pairwise=True``: ``boxes1 (N, 5)``, ``boxes2 (M, 5)`` → ``(N, M)``.
     ``pairwise=False``: elementwise over broadcastable leading dimensions → ``(...)``.
+    ``floor`` is added to both variances (``w²/12 + floor``): 0 for NMS and the rotated assigner, 0.01 (grid
+    units²) for the OBB box loss (fixture README "obb_loss_*.pt", constants ``probiou_floor_*``).
     """
     _check_rboxes("boxes1", boxes1)
     _check_rboxes("boxes2", boxes2)
@@ -69,8 +92,8 @@ def probiou(boxes1: Tensor, boxes2: Tensor, *, pairwise: bool = True, eps: float
             raise ValueError(
                 f"probiou(pairwise=True) needs (N, 5) and (M, 5) boxes, got {tuple(boxes1.shape)} and {tuple(boxes2.shape)}"
             )
-        return _probiou_broadcast(boxes1[:, None, :], boxes2[None, :, :], eps)
-    return _probiou_broadcast(boxes1, boxes2, eps)
+        return _probiou_broadcast(boxes1[:, None, :], boxes2[None, :, :], eps, floor)
+    return _probiou_broadcast(boxes1, boxes2, eps, floor)
 
 
 def rboxes_to_polygons(rboxes: Tensor) -> Tensor:
