@@ -1,6 +1,8 @@
 """Oriented-box head: detection head + angle branch ``cv4`` (one logit per anchor).
 
-Decode (shared/fixtures/README.md, ``output_unfused``): θ = (sigmoid(raw) − 0.25)·π; centre = anchor + the
+Decode (shared/fixtures/README.md, ``output_unfused``): θ = (sigmoid(raw) − 0.25)·π for the classic head; the
+YOLO26 head (``angle_sigmoid=False``) uses the raw output as radians, unbounded, in training and at inference
+(README "obb_loss_*.pt", "Head output layout"); centre = anchor + the
 offset ((d_r − d_l)/2, (d_b − d_t)/2) rotated by θ; w = d_l + d_r, h = d_t + d_b; all × stride.
 Angle branch width ``max(ch0 // 4, ne)`` (shared/weights/checkpoints.json, YOLOv8n-OBB).
 """
@@ -13,6 +15,11 @@ import torch
 from torch import Tensor, nn
 
 from lucid_core.heads.detect import DetectHead, conv_stack
+
+
+def sigmoid_angle_radians(raw: Tensor) -> Tensor:
+    """Classic OBB angle activation θ = (sigmoid(raw) − 0.25)·π ∈ (−π/4, 3π/4) (π as a double scalar)."""
+    return (raw.sigmoid() - 0.25) * math.pi
 
 
 class OBBHead(DetectHead):
@@ -29,8 +36,10 @@ class OBBHead(DetectHead):
         depthwise_cls: bool = True,
         end2end: bool = False,
         num_angles: int = 1,
+        angle_sigmoid: bool = True,
     ) -> None:
         self.ne = num_angles
+        self.angle_sigmoid = angle_sigmoid
         super().__init__(num_classes, in_channels, strides, reg_max, depthwise_cls, end2end)
 
     def _build_extras(self) -> None:
@@ -44,9 +53,9 @@ class OBBHead(DetectHead):
         mods: nn.ModuleList = getattr(self, prefix + "cv4")
         return {"angle": torch.cat([m(f).flatten(2) for m, f in zip(mods, feats, strict=True)], 2)}
 
-    @staticmethod
-    def angle_radians(raw: Tensor) -> Tensor:
-        return (raw.sigmoid() - 0.25) * math.pi
+    def angle_radians(self, raw: Tensor) -> Tensor:
+        """The angle in radians from the raw angle output (the activation of this head's family)."""
+        return sigmoid_angle_radians(raw) if self.angle_sigmoid else raw
 
     def decode_boxes(
         self, dist: Tensor, anchors: Tensor, stride: Tensor, extras: dict[str, Tensor]

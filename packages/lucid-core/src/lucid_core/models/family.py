@@ -24,5 +24,6 @@ class FamilySpec:
     proto_channels: int = 256  # before width scaling
     multiscale_proto: bool = False  # YOLO26 segmentation prototypes
     pose_rle: bool = False  # YOLO26 pose: RLE sigma outputs + flow model
+    obb_angle_sigmoid: bool = True  # classic OBB angle (sigmoid − 0.25)·π; YOLO26: raw radians
     tasks: tuple[str, ...] = ("detect", "segment", "pose", "obb")
     default_options: dict[str, dict[str, object]] = field(default_factory=dict)

@@ -126,7 +126,7 @@ def build_model(
         head = PoseHead(**common, kpt_shape=config.kpt_shape, rle=spec.pose_rle)
     else:
         assert config.num_angles is not None
-        head = OBBHead(**common, num_angles=config.num_angles)
+        head = OBBHead(**common, num_angles=config.num_angles, angle_sigmoid=spec.obb_angle_sigmoid)
     modules.append(head)
     sources.append(spec.head_sources)
     return YOLOModel(config, modules, sources, reg_max=spec.reg_max, end2end=spec.end2end)

@@ -23,4 +23,5 @@ YOLO26 = FamilySpec(
     c3k_scales="mlx",
     multiscale_proto=True,
     pose_rle=True,
+    obb_angle_sigmoid=False,  # OBB26 head: raw radians (fixture README "obb_loss_*.pt", head output layout)
 )
