@@ -5,7 +5,8 @@ YOLOv8/YOLO11: ``cv4.{i}`` = Conv3x3, Conv3x3, Conv2d 1x1 to K·D, width ``max(c
 feature convs of width ``max(ch0 // 4, K·(D + 2))``, then ``cv4_kpts.{i}`` (K·D raw keypoints) and ``cv4_sigma.{i}``
 (K·2 RLE scale logits, extras key ``"kpt_sigma"``), plus the RealNVP ``flow_model`` used only by the RLE loss
 (widths pinned by shared/fixtures/model_params.json ``params_one2many_branch`` / ``params_flow_model``).
-Decode: x, y = (2·raw + anchor_grid − 0.5)·stride, v = sigmoid(raw_v) (shared/fixtures/README.md).
+Decode: x, y = (2·raw + anchor_grid − 0.5)·stride, v = sigmoid(raw_v) (shared/fixtures/README.md); YOLO26 (``rle``):
+x, y = (raw + anchor_grid)·stride, the decode its loss trains (README "pose_loss_*.pt", step 2).
 """
 
 from __future__ import annotations
@@ -88,7 +89,10 @@ class PoseHead(DetectHead):
         b, _, a = raw.shape
         num_kpts, dims = self.kpt_shape
         kpts = raw.view(b, num_kpts, dims, a)
-        xy = (kpts[:, :, :2] * 2.0 + (anchors - 0.5).unsqueeze(0).unsqueeze(0)) * stride
+        if self.rle:
+            xy = (kpts[:, :, :2] + anchors.unsqueeze(0).unsqueeze(0)) * stride
+        else:
+            xy = (kpts[:, :, :2] * 2.0 + (anchors - 0.5).unsqueeze(0).unsqueeze(0)) * stride
         parts = [xy]
         if dims == 3:
             parts.append(kpts[:, :, 2:3].sigmoid())
