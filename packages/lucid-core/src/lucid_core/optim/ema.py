@@ -12,7 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
+
+#: dtypes whose ``_foreach_mul_``/``_foreach_add_`` equal the per-tensor ops bit for bit (tests/accel).
+_FOREACH_DTYPES = frozenset({torch.float32, torch.float64})
 
 
 def ema_decay(updates: int, decay: float = 0.9999, tau: float = 2000.0) -> float:
@@ -43,18 +46,35 @@ class ModelEMA:
 
     @torch.no_grad()
     def update(self, model: nn.Module) -> float:
-        """One EMA step (call after every optimiser step); returns the decay used."""
+        """One EMA step (call after every optimiser step); returns the decay used.
+
+        float32/float64 entries are averaged with ``torch._foreach_mul_`` / ``torch._foreach_add_`` per (device,
+        dtype) bucket: the same element-wise ``v·d + (1 − d)·new`` as one ``value.mul_(d).add_(new, alpha=1 − d)``
+        per tensor (bit-identical, tested in tests/accel), without two small kernel launches per entry (issue 19).
+        Half-precision entries keep the per-tensor ops: ``_foreach_mul_`` rounds their scalar differently.
+        """
         self.updates += 1
         d = ema_decay(self.updates, self.decay, self.tau)
         source = _unwrap(model).state_dict()
+        buckets: dict[tuple[torch.device, torch.dtype], tuple[list[Tensor], list[Tensor]]] = {}
+        copies: list[tuple[Tensor, Tensor]] = []
         for name, value in self.ema.state_dict().items():
             if name not in source:
                 raise KeyError(f"ModelEMA.update: model has no entry {name!r} (different architecture?)")
             new = source[name].detach()
-            if value.dtype.is_floating_point:
+            if value.dtype in _FOREACH_DTYPES:
+                targets, sources = buckets.setdefault((value.device, value.dtype), ([], []))
+                targets.append(value)
+                sources.append(new.to(device=value.device, dtype=value.dtype))
+            elif value.dtype.is_floating_point:
                 value.mul_(d).add_(new.to(value.dtype), alpha=1 - d)
             else:
-                value.copy_(new)
+                copies.append((value, new))
+        for targets, sources in buckets.values():
+            torch._foreach_mul_(targets, d)
+            torch._foreach_add_(targets, sources, alpha=1 - d)
+        for value, new in copies:
+            value.copy_(new)
         return d
 
     def state_dict(self) -> dict[str, Any]:
