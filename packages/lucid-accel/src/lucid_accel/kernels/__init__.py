@@ -1,0 +1,1 @@
+"""Triton kernels (optional ``[cuda]`` extra); the launch wrappers import Triton only when first called."""
