@@ -162,6 +162,12 @@ class MuSGD(torch.optim.Optimizer):
     def _sgd_steps(self, params: list[Tensor], group: Mapping[str, Any], lr: float) -> None:
         """The SGD part for all ``params`` of a group at once (``torch._foreach_*``: the same element-wise ops
         as one ``p.add_`` per tensor, without ~370 small kernel launches per step on yolo26 n)."""
+        torch._foreach_add_(params, self._sgd_directions(params, group), alpha=-lr)
+
+    def _sgd_directions(self, params: list[Tensor], group: Mapping[str, Any]) -> list[Tensor]:
+        """The SGD update preparation: ``g' = g + wd·p``, the momentum buffers ``b = μ·b + g'`` and the
+        direction (``b``, Nesterov ``g' + μ·b``) that :meth:`_sgd_steps` applies with ``-lr`` (a seam for
+        lucid-accel's graph replay, issue 19)."""
         momentum, wd = float(group["momentum"]), float(group["weight_decay"])
         grads = [p.grad for p in params if p.grad is not None]
         if wd != 0:
@@ -181,7 +187,12 @@ class MuSGD(torch.optim.Optimizer):
                     state["momentum_buffer"] = grad.detach().clone()
             bufs = [state["momentum_buffer"] for state in states]
             grads = list(torch._foreach_add(grads, bufs, alpha=momentum)) if group["nesterov"] else bufs
-        torch._foreach_add_(params, grads, alpha=-lr)
+        return grads
+
+    def _orthogonalise(self, directions: list[Tensor], dtype: torch.dtype) -> list[Tensor]:
+        """NS5 of a Muon group's directions (:func:`orthogonalise_batched` with the cached batching; a seam for
+        lucid-accel's graph replay, issue 19)."""
+        return orthogonalise_batched(directions, dtype, self._batches_for(directions))
 
     def _muon_directions(self, params: list[Tensor], group: Mapping[str, Any]) -> list[Tensor]:
         """Update the Muon buffers ``m = μ·m + (1 − μ)·g`` and return ``u`` (Nesterov: ``μ·m + (1 − μ)·g``)."""
@@ -214,7 +225,7 @@ class MuSGD(torch.optim.Optimizer):
             if group["use_muon"]:
                 directions = self._muon_directions(params, group)
                 dtype = resolve_ns_dtype(self.ns_dtype, params[0].device)
-                orthos = orthogonalise_batched(directions, dtype, self._batches_for(directions))
+                orthos = self._orthogonalise(directions, dtype)
                 for p, ortho in zip(params, orthos, strict=True):
                     shape = p.shape
                     scale = math.sqrt(max(1.0, shape[-2] / shape[-1])) if len(shape) >= 2 else 1.0
