@@ -87,10 +87,12 @@ def test_batch_layout_matches_the_interfaces_table(
         assert (batch["keypoints"][..., :2][vis] <= 1).all()
     if task == "obb":
         assert batch["rboxes"].shape == (n, 5)
-    if task == "segment":
-        assert batch["masks"].shape == (n, IMGSZ // 4, IMGSZ // 4)
+    if task == "segment":  # overlap_mask (default): one index map per image, values 1..n_i
+        assert batch["masks"].shape == (4, IMGSZ // 4, IMGSZ // 4)
+        assert batch["sem_masks"].shape == (4, IMGSZ // 4, IMGSZ // 4)
         assert len(batch["segments"]) == n
-        assert (batch["masks"].flatten(1).sum(1) > 0).all()
+        for i, t in enumerate(batch["targets"]):
+            assert int(batch["masks"][i].max()) <= len(t)
     meta = batch["meta"][0]
     assert {"image_id", "path", "orig_size", "letterbox"} <= set(meta)
     assert (meta["letterbox"] is None) == augment

@@ -2,8 +2,10 @@
 
 Keys: images (B, 3, H, W) uint8; batch_idx (N,) float32 sorted; cls (N, 1) float32; bboxes (N, 4) normalised
 cx, cy, w, h; keypoints (N, K, 3) with x, y normalised (pose); rboxes (N, 5) normalised cx, cy, w, h and θ radians
-(obb); masks (N, H/r, W/r) uint8 per-instance masks at the dataset's mask ratio and segments (list of N
-normalised (P, 2) float32 tensors) (segment); targets (per-image `Targets` in network-input pixels); meta.
+(obb); segment: masks at the dataset's mask ratio r — (B, H/r, W/r) index maps (overlap_mask, the default:
+value k+1 = the image's k-th target, targets sorted by mask area) or (N, H/r, W/r) uint8 0/1 per-instance masks —,
+sem_masks (B, H/r, W/r) float32 class ids (`lucid_data.masks`, fixture README R1–R6) and segments (list of N
+normalised (P, 2) float32 tensors); targets (per-image `Targets` in network-input pixels); meta.
 """
 
 from __future__ import annotations
@@ -60,7 +62,13 @@ def collate(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
             parts.append(r)
         batch["rboxes"] = torch.from_numpy(np.concatenate(parts))
     if "masks" in samples[0]:
-        batch["masks"] = torch.from_numpy(np.concatenate([s["masks"] for s in samples]))
+        per_image = [s["masks"] for s in samples]
+        index_maps = per_image[0].ndim == 2  # overlap_mask: one (h, w) map per image, else (n, h, w) each
+        batch["masks"] = torch.from_numpy(np.stack(per_image) if index_maps else np.concatenate(per_image))
+        if "sem_masks" in samples[0]:
+            batch["sem_masks"] = torch.from_numpy(
+                np.stack([s["sem_masks"] for s in samples]).astype(np.float32)
+            )
         scale = np.array([width, height], dtype=np.float32)
         batch["segments"] = [
             torch.from_numpy((p / scale).astype(np.float32)) for t in targets for p in (t.polygons or [])

@@ -33,6 +33,7 @@ from lucid_data.augment.letterbox import resize_long_side
 from lucid_data.augment.pipeline import AugmentConfig, AugmentPipeline
 from lucid_data.cache import RamImageCache
 from lucid_data.imageio import CorruptImageError, image_size, load_image, verify_image
+from lucid_data.masks import instance_masks, resample_polygons, segment_masks
 from lucid_data.records import DatasetSource, ImageRecord, Task
 from lucid_data.targets import Targets
 
@@ -105,7 +106,9 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         seed, rank: reproducibility keys (with the epoch set by `set_epoch`).
         cache: None or "ram" (decoded images kept in memory; refused with the numbers when too large).
         verify: "quick" (container check of every file), "full" (decode every image once) or "none".
-        mask_ratio: downsampling of the per-instance masks produced for segment (reference mask ratio 4).
+        mask_ratio: downsampling of the masks produced for segment (reference mask ratio 4).
+        overlap_mask: segment samples carry one index map per image with their targets sorted by mask area
+            (True, the reference default) instead of one 0/1 mask per instance (`lucid_data.masks`, R1–R6).
     """
 
     def __init__(
@@ -122,6 +125,7 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         cache: Literal["ram"] | None = None,
         verify: Literal["quick", "full", "none"] = "quick",
         mask_ratio: int = DEFAULT_MASK_RATIO,
+        overlap_mask: bool = True,
     ) -> None:
         if isinstance(source, (str, Path)):
             source = _load_source(Path(source), split, task)
@@ -143,6 +147,7 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         self.epoch = 0
         self.mosaic_enabled = True
         self.mask_ratio = int(mask_ratio)
+        self.overlap_mask = bool(overlap_mask)
         if cache not in (None, "ram"):
             raise ValueError(f'cache must be None or "ram", got {cache!r}')
         self.excluded: list[ExcludedImage] = []
@@ -363,18 +368,23 @@ class DetectionDataset(Dataset[dict[str, Any]]):
             },
         }
         if self.task == "segment":
-            sample["masks"] = rasterize_masks(targets.polygons or [], image.shape[:2], self.mask_ratio)
+            seg = segment_masks(
+                targets.polygons or [],
+                targets.labels,
+                image.shape[:2],
+                self.mask_ratio,
+                overlap=self.overlap_mask,
+            )
+            if self.overlap_mask:  # the index map's values refer to the area-sorted targets (R5)
+                sample["targets"] = targets.select(seg.order)
+            sample["masks"] = seg.masks
+            sample["sem_masks"] = seg.sem_masks
         return sample
 
 
 def rasterize_masks(polygons: list[np.ndarray], image_hw: tuple[int, int], ratio: int) -> np.ndarray:
-    """Per-instance uint8 masks (N, H/ratio, W/ratio) of polygons in image pixels (cv2.fillPoly)."""
-    h, w = image_hw[0] // ratio, image_hw[1] // ratio
-    masks = np.zeros((len(polygons), h, w), np.uint8)
-    for i, poly in enumerate(polygons):
-        if len(poly) >= 3:
-            cv2.fillPoly(masks[i], [np.round(np.asarray(poly) / ratio).astype(np.int32)], 1)
-    return masks
+    """Per-instance uint8 masks (N, H/ratio, W/ratio) of polygons in image pixels (`lucid_data.masks`, R1–R4)."""
+    return instance_masks(resample_polygons(polygons), image_hw, ratio)
 
 
 def _eval_letterbox(
