@@ -45,7 +45,9 @@ def test_check_reports_every_bad_label_and_corrupt_image(
     assert f"{good}:2: class id 5 >= nc=2" in out
     assert f"{bad}:1: expected 5 numbers" in out
     assert f"{tmp_path / 'images/train/bad.jpg'}: corrupt image: " in out
-    assert "2 label problem(s), 1 corrupt image(s)" in out
+    # the data YAML has no `val` split: a third problem (issue 13), named with the YAML
+    assert f"{yaml_path}: no `val` split" in out
+    assert "3 label problem(s), 1 corrupt image(s)" in out
 
 
 def test_check_ok_and_unknown_layout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

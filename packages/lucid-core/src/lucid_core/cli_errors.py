@@ -51,6 +51,10 @@ USER_OS_ERRNOS = frozenset(
 )
 
 
+#: OS errors about a path the user gave (raised by the OS with a file name, or by lucid code with a message).
+_PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
+
+
 class UsageError(ValueError):
     """A command-line value (a flag, a path) cannot be used; the message names the flag and the value."""
 
@@ -113,6 +117,8 @@ def run_cli(prog: str, body: Callable[[], int], *, extra_known: Iterable[type[Ba
         message = str(exc)
     except OSError as exc:
         described = describe_os_error(exc)
+        if described is None and isinstance(exc, _PATH_ERRORS):
+            described = str(exc)  # raised by our own code with a message naming the path
         if described is None:
             raise
         message = described
@@ -157,5 +163,5 @@ def refuse_overwrite(
     if out.exists() and _is_checkpoint_file(out):
         raise OutputOverwriteError(
             f"{flag} {output}: an existing checkpoint file; a command output never replaces a checkpoint. "
-            "Choose another output path."
+            "Choose another output path (or delete the old checkpoint first)."
         )

@@ -10,9 +10,13 @@ Each image ``<name>`` (a file, or every image file directly inside the source fo
                      "mask": {"size": [H, W], "counts": [...]}}]}  # segment, uncompressed column-major RLE
 
 all in original-image pixels. An image that cannot be read is reported on stderr and skipped; the others proceed.
+A folder is read with the image extensions training reads (:data:`PREDICT_SUFFIXES`: lucid-data's
+``IMAGE_SUFFIXES`` plus what torchvision decodes); BMP/TIFF go through torchvision's PIL loader. Over more than one
+image a progress bar is drawn on stderr.
 
 Exit status: 0 when at least one image was processed, 1 when none was (no image found or all unreadable),
-2 for bad arguments or an unreadable checkpoint.
+2 for bad arguments, an unreadable checkpoint (a reference ``.pt`` is pointed to ``lucid-convert``) or an output
+folder that would overwrite an input (one-paragraph message, :mod:`lucid_core.cli_errors`).
 """
 
 from __future__ import annotations
@@ -27,17 +31,74 @@ import torch
 from torch import Tensor
 
 from lucid_core.atomic import atomic_write_json
-from lucid_core.checkpoint import CheckpointError, load_checkpoint
+from lucid_core.checkpoint import load_checkpoint
+from lucid_core.cli_errors import UsageError, refuse_overwrite, run_cli
 from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
 from lucid_core.geometry.rotated import rboxes_to_polygons
 from lucid_core.predict import (
+    IMAGE_SUFFIXES,
     ImageLoadError,
-    list_image_files,
     load_image_rgb,
     predict_prepared,
     prepare_inference_model,
 )
 from lucid_core.results import Detections
+
+#: the image extensions lucid-data trains on (``lucid_data.imageio.IMAGE_SUFFIXES``; lucid-core cannot import
+#: lucid-data, a test keeps the two equal).
+TRAINING_SUFFIXES = frozenset(
+    {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".dng", ".mpo", ".pfm"}
+)
+#: what ``lucid-predict`` reads from a folder: every training extension and whatever torchvision decodes itself.
+PREDICT_SUFFIXES = TRAINING_SUFFIXES | IMAGE_SUFFIXES
+
+
+def list_images(source: str | Path) -> list[Path]:
+    """A file, or the image files (by :data:`PREDICT_SUFFIXES`, sorted) directly inside a folder."""
+    path = Path(source)
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in PREDICT_SUFFIXES)
+    if not path.exists():
+        raise UsageError(
+            f"--source {source}: no such file or folder; expected an image or a folder of images"
+        )
+    return [path]
+
+
+def read_image(path: Path) -> Tensor:
+    """RGB uint8 CHW: torchvision's decoder, or its PIL loader for the formats it does not decode (BMP, TIFF)."""
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        return load_image_rgb(path)
+    from torchvision.datasets.folder import pil_loader
+    from torchvision.transforms.functional import pil_to_tensor
+
+    try:
+        image: Tensor = pil_to_tensor(pil_loader(str(path)))
+    except (OSError, ValueError, SyntaxError) as exc:  # PIL raises these for undecodable files
+        raise ImageLoadError(f"{path}: cannot decode image ({exc})") from exc
+    return image
+
+
+class Progress:
+    """A one-line progress bar on stderr (redrawn in place on a terminal, a line per tenth otherwise)."""
+
+    def __init__(self, total: int, width: int = 30) -> None:
+        self.total = total
+        self.width = width
+        self.tty = sys.stderr.isatty()
+        self._shown = -1
+
+    def update(self, done: int) -> None:
+        if self.total <= 1:
+            return
+        tenth = done * 10 // self.total
+        if not self.tty and tenth == self._shown:
+            return
+        self._shown = tenth
+        filled = self.width * done // self.total
+        bar = "#" * filled + "." * (self.width - filled)
+        end = "" if self.tty and done < self.total else "\n"
+        print(f"\rlucid-predict: [{bar}] {done}/{self.total}", end=end, file=sys.stderr, flush=True)
 
 
 def mask_to_rle(mask: Tensor) -> dict[str, Any]:
@@ -104,24 +165,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        ckpt = load_checkpoint(args.weights)
-    except CheckpointError as exc:
-        print(f"lucid-predict: {exc}", file=sys.stderr)
-        return 2
+    return run_cli("lucid-predict", lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.imgsz is not None and args.imgsz <= 0:
+        raise UsageError(f"--imgsz {args.imgsz}: expected a positive image size, e.g. 640")
+    ckpt = load_checkpoint(args.weights)
     imgsz = int(args.imgsz or ckpt.imgsz)
     device = torch.device(args.device)
     net, mode = prepare_inference_model(ckpt.model, decode=args.decode, device=device)
-    files = list_image_files(args.source)
+    files = list_images(args.source)
     if not files:
         print(f"lucid-predict: no image files in {args.source}", file=sys.stderr)
         return 1
     out_dir = Path(args.output)
+    inputs = [args.weights, *files]
+    for path in files:
+        refuse_overwrite("--output", out_dir / f"{path.name}.json", inputs)
     out_dir.mkdir(parents=True, exist_ok=True)
     done = 0
-    for path in files:
+    progress = Progress(len(files))
+    for index, path in enumerate(files, 1):
+        progress.update(index)
         try:
-            image = load_image_rgb(path)
+            image = read_image(path)
         except ImageLoadError as exc:
             print(f"lucid-predict: skipped {exc}", file=sys.stderr)
             continue

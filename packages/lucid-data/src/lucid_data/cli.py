@@ -2,7 +2,11 @@
 
 - `check PATH [--split S ...] [--task T] [--no-images]`: reads every split with the readers in non-strict mode,
   fully decodes every image, prints each bad label as `file:line: reason` and each corrupt image, then a
-  summary; exit status 1 when anything is wrong, 2 when the layout is not recognised (with what was expected).
+  summary; exit status 1 when anything is wrong (also: a data YAML without a `val` split, a split with no
+  instances, e.g. a missing `labels/` folder), 2 when the layout is not recognised (with what was expected).
+
+Every command runs inside the shared error boundary (`lucid_core.cli_errors.run_cli`): a bad label, a corrupt
+image, a missing file or a full disk is one paragraph on stderr and exit status 2; a bug keeps its traceback.
 - `synth --task T --output DIR`: writes the synthetic-shapes YOLO dataset (`lucid_data.synth.synthesize`).
 - `convert SRC OUT --to yolo|coco`: COCO JSON ⇄ YOLO txt (`lucid_data.convert`).
 - `tile SRC OUT [--tile-size 1024] [--overlap 200]`: DOTA scenes → overlapping tiles (`readers.dota.write_tiles`).
@@ -46,6 +50,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     n_problems = n_corrupt = n_images = n_instances = 0
     try:
         splits = _splits_of(path, args.split)
+        missing_val = _missing_val_split(path) if not args.split else None
+        if missing_val:
+            print(missing_val)
+            n_problems += 1
         for split in splits:
             source = load_dataset(path, split, args.task, strict=False)
             print(f"{path} [{split}]: {source.task}, {len(source)} images, {source.num_classes} classes")
@@ -56,8 +64,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
             n_problems += len(source.problems)
             n_corrupt += len(source.corrupt_images)
             n_images += len(source) + len(source.corrupt_images)
+            split_instances = sum(len(record.targets) for record in source.records)
+            n_instances += split_instances
+            if split_instances == 0 and len(source):
+                print(_no_instances(path, split, source))
+                n_problems += 1
             for record in source.records:
-                n_instances += len(record.targets)
                 if not args.no_images:
                     try:
                         load_image(record.path)
@@ -74,6 +86,34 @@ def _cmd_check(args: argparse.Namespace) -> int:
         f"{status}: {n_images} images, {n_instances} instances, {n_problems} label problem(s), {n_corrupt} corrupt image(s)"
     )
     return 0 if status == "OK" else 1
+
+
+def _missing_val_split(path: Path) -> str | None:
+    """A data YAML without ``val`` cannot be validated during training: the problem line, else ``None``."""
+    if path.suffix not in (".yaml", ".yml") or not path.is_file():
+        return None
+    import yaml
+
+    raw = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or {}
+    if isinstance(raw, dict) and not raw.get("val"):
+        return (
+            f"{path}: no `val` split; expected a `val:` entry (an images folder or list) - training validates on "
+            "it every epoch"
+        )
+    return None
+
+
+def _no_instances(path: Path, split: str, source: object) -> str:
+    """The problem line of a split with images but not one labelled instance (a missing labels/ folder?)."""
+    from lucid_data.readers.yolo import label_path_for
+
+    records = getattr(source, "records", [])
+    message = f"{path} [{split}]: {len(records)} images but no labelled instance"
+    if records and not getattr(source, "annotation_file", None):
+        labels = label_path_for(records[0].path).parent
+        if not labels.is_dir():
+            return f"{message}: the labels folder {labels} does not exist (expected one .txt per image)"
+    return message + " (every label file is empty or missing)"
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
@@ -196,8 +236,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from lucid_core.cli_errors import run_cli
+    from lucid_data.cache import CacheTooLargeError
+    from lucid_data.imageio import CorruptImageError
+    from lucid_data.readers.common import LabelError
+
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    known = (LabelError, CorruptImageError, CacheTooLargeError)
+    return run_cli("lucid-data", lambda: int(args.func(args)), extra_known=known)
 
 
 if __name__ == "__main__":

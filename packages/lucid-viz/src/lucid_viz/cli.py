@@ -7,7 +7,6 @@ itself never selects one).
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
 
@@ -36,9 +35,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
+    from lucid_core.cli_errors import refuse_overwrite, run_cli
     from lucid_viz.figures import save_figure
 
-    try:
+    def body() -> int:
+        inputs = (
+            [arguments.run_dir] if arguments.command == "curves" else [arguments.weights, *arguments.source]
+        )
+        refuse_overwrite("--output", arguments.output, inputs)
         if arguments.command == "curves":
             from lucid_viz.curves import plot_curves
 
@@ -55,12 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             figure = show_predictions(
                 arguments.weights, sources, task=arguments.task, ncols=arguments.ncols, **extra
             )
-        path = save_figure(figure, arguments.output)
-    except (FileNotFoundError, ValueError) as error:
-        print(f"lucid-viz: error: {error}", file=sys.stderr)
-        return 2
-    print(path)
-    return 0
+        print(save_figure(figure, arguments.output))
+        return 0
+
+    # ValueError: lucid-viz reports bad inputs (a run without metrics.csv, an unknown task, ...) as ValueError
+    return run_cli("lucid-viz", body, extra_known=(ValueError,))
 
 
 if __name__ == "__main__":

@@ -2,16 +2,19 @@
 
 The source is read by :func:`lucid_core.interop.import_checkpoint` (restricted unpickler, nothing executed) and
 written by :func:`lucid_core.checkpoint.save_model` (atomic), with class names and image size from the source and
-its provenance under ``extra.imported_from``. Exit status 0 on success, 2 on a refused or unreadable source.
+its provenance under ``extra.imported_from``. Exit status 0 on success, 2 on a refused or unreadable source or a
+destination that is the source (one paragraph, :mod:`lucid_core.cli_errors`).
 """
 
 from __future__ import annotations
 
 import argparse
+import pickle
 import sys
 from collections.abc import Sequence
 
-from lucid_core.checkpoint import save_model
+from lucid_core.checkpoint import checkpoint_paths, save_model
+from lucid_core.cli_errors import UsageError, refuse_overwrite, run_cli
 from lucid_core.interop.reference import CheckpointImportError, import_checkpoint
 from lucid_core.interop.unpickler import RefusedGlobalError
 
@@ -34,14 +37,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    return run_cli("lucid-convert", lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.imgsz is not None and args.imgsz <= 0:
+        raise UsageError(f"--imgsz {args.imgsz}: expected a positive image size, e.g. 640")
+    weights_out, config_out = checkpoint_paths(args.destination)
+    for output in (weights_out, config_out):
+        refuse_overwrite("destination", output, [args.source])
     try:
         model, config = import_checkpoint(args.source)
-    except (RefusedGlobalError, CheckpointImportError, FileNotFoundError) as exc:
-        print(f"lucid-convert: error: {exc}", file=sys.stderr)
-        return 2
-    if args.imgsz is not None and args.imgsz <= 0:
-        print(f"lucid-convert: error: --imgsz must be positive, got {args.imgsz}", file=sys.stderr)
-        return 2
+    except (CheckpointImportError, RefusedGlobalError):
+        raise
+    except FileNotFoundError as exc:
+        raise UsageError(f"source {args.source}: no such file; expected a reference .pt checkpoint") from exc
+    except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as exc:
+        raise CheckpointImportError(
+            f"{args.source}: not a readable reference checkpoint ({type(exc).__name__}: {exc}); expected a .pt "
+            "file written by torch.save (a zip archive holding data.pkl)"
+        ) from exc
     imgsz = args.imgsz if args.imgsz is not None else config.imgsz
     record = config.to_dict()
     record.pop("model")

@@ -70,7 +70,7 @@ def parse_dota_file(path: Path) -> DotaLabelFile:
     diff: list[bool] = []
     line_numbers: list[int] = []
     problems: list[LabelProblem] = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for lineno, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         tokens = line.split()
         if not tokens:
             continue

@@ -6,9 +6,14 @@ At the end of every training epoch (after validation) :class:`RunArtifacts`
    state the next epoch starts from;
 2. appends one row to ``metrics.csv`` and ``metrics.jsonl`` (``epoch``, ``train/<loss>``, ``lr/pg<i>``,
    ``metrics/mAP50``, ``metrics/mAP50-95``, ``epoch_seconds``), each file rewritten atomically;
-3. writes ``last.ckpt`` and, when mAP50-95 improved, ``best.ckpt`` plus ``best.safetensors`` + ``best.json`` (the
-   EMA model in the lucid-core format) - every file through ``lucid_core.atomic`` (a temporary name and
-   ``os.replace``; the ordinary ``0o666 & ~umask`` permissions, not ``mkstemp``'s ``0o600``).
+3. when mAP50-95 improved writes ``best.ckpt`` plus ``best.safetensors`` + ``best.json`` (the EMA model in the
+   lucid-core format, replaced as one unit), then ``last.ckpt`` - every file through ``lucid_core.atomic`` (a
+   temporary name and ``os.replace``; the ordinary ``0o666 & ~umask`` permissions, not ``mkstemp``'s ``0o600``).
+   Best before last: a kill between them resumes from the previous ``last.ckpt``, which redoes the epoch.
+
+At the start of ``fit`` :func:`repair_run_directory` removes what a killed run left (atomic-write temporaries, an
+interrupted best export, a best export of another epoch than ``best.ckpt``), and ``excluded.txt`` lists every image
+left out of the run (unreadable or corrupt), whose count is also in the summary line (issue 13).
 
 A run stopped by an exception (e.g. a non-finite loss) writes nothing more, so the last good ``last.ckpt`` stays.
 At the end of ``fit`` it writes ``curves.png``/``val_predictions.png`` when lucid-viz is installed and prints one
@@ -39,7 +44,8 @@ def run_dir_of(trainer: pl.Trainer) -> Path:
 class RunArtifacts(pl.Callback):
     """Checkpoints (last + best by mAP50-95), metrics CSV/JSONL, resolved optimiser, plots and summary line."""
 
-    def __init__(self, monitor: str = "metrics/mAP50-95") -> None:
+    def __init__(self, monitor: str = "metrics/fitness") -> None:
+        # metrics/fitness: the task table's fitness (detect/obb mAP50-95; segment box + mask, pose box + pose)
         self.monitor = monitor
         self.rows: list[dict[str, Any]] = []
         self.best_score = -math.inf
@@ -59,9 +65,15 @@ class RunArtifacts(pl.Callback):
     # ------------------------------------------------------------------ hooks
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._fit_started = time.perf_counter()
+        if trainer.is_global_zero:
+            repair_run_directory(run_dir_of(trainer), pl_module)
         resolved = getattr(pl_module, "resolved", None)
         if trainer.is_global_zero and resolved is not None:
             atomic_write_json(run_dir_of(trainer) / "optimizer.json", resolved.as_dict())
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.is_global_zero:
+            self._write_excluded(trainer)
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._epoch_started = time.perf_counter()
@@ -90,11 +102,13 @@ class RunArtifacts(pl.Callback):
             self.best_epoch = epoch
         if trainer.is_global_zero:
             self._write_metrics(run_dir)
-        self._save_checkpoint(trainer, run_dir / "last.ckpt")
-        if improved:
+        if (
+            improved
+        ):  # best before last: a crash between them resumes from the previous last.ckpt and redoes both
             self._save_checkpoint(trainer, run_dir / "best.ckpt")
             if trainer.is_global_zero and hasattr(pl_module, "export_ema"):
                 pl_module.export_ema(run_dir / "best.safetensors")  # type: ignore[operator]
+        self._save_checkpoint(trainer, run_dir / "last.ckpt")
         if trainer.is_global_zero:
             shown = ", ".join(f"{k}={v:.4g}" for k, v in row.items() if k != "epoch" and isinstance(v, float))
             rank_zero_info(f"epoch {epoch}: {shown}")
@@ -104,6 +118,7 @@ class RunArtifacts(pl.Callback):
             return
         run_dir = run_dir_of(trainer)
         self._write_plots(trainer, pl_module, run_dir)
+        excluded = self._write_excluded(trainer)
         seconds = time.perf_counter() - self._fit_started
         last = self.rows[-1] if self.rows else {}
         best = next((r for r in self.rows if r["epoch"] == self.best_epoch), {})
@@ -112,12 +127,24 @@ class RunArtifacts(pl.Callback):
             f"final mAP50-95 {last.get('metrics/mAP50-95', float('nan')):.4f} "
             f"mAP50 {last.get('metrics/mAP50', float('nan')):.4f}; "
             f"best mAP50-95 {best.get('metrics/mAP50-95', float('nan')):.4f} at epoch {self.best_epoch}; "
+            f"{len(excluded)} image(s) excluded{' (excluded.txt)' if excluded else ''}; "
             f"run {run_dir} (best.safetensors, last.ckpt, metrics.csv)"
         )
         atomic_write_text(run_dir / "summary.txt", summary + "\n")
         print(summary, flush=True)
 
     # ------------------------------------------------------------------ writers
+    @staticmethod
+    def _write_excluded(trainer: pl.Trainer) -> list[str]:
+        """``excluded.txt``: every image left out of the run (``path: reason``), when there is one (issue 13)."""
+        datamodule = getattr(trainer, "datamodule", None)
+        listing = getattr(datamodule, "excluded_images", None)
+        excluded: list[str] = list(listing()) if callable(listing) else []
+        if excluded:
+            atomic_write_text(run_dir_of(trainer) / "excluded.txt", "".join(f"{line}\n" for line in excluded))
+            rank_zero_warn(f"{len(excluded)} image(s) excluded from the run; listed in excluded.txt")
+        return excluded
+
     def _write_metrics(self, run_dir: Path) -> None:
         columns: list[str] = []
         for row in self.rows:
@@ -161,6 +188,61 @@ class RunArtifacts(pl.Callback):
             )
         except Exception as exc:  # plotting must never fail a finished run
             rank_zero_warn(f"could not write plots to {run_dir}: {type(exc).__name__}: {exc}")
+
+
+def repair_run_directory(run_dir: Path, pl_module: pl.LightningModule | None = None) -> list[str]:
+    """Undo what a killed run left behind in ``run_dir`` (its own files only); returns one note per repair.
+
+    - atomic-write temporaries (``.<name>.XXXXXXXX.tmp``) are removed;
+    - an interrupted ``best`` export is finished or rolled back (:func:`lucid_core.checkpoint.repair_checkpoint`);
+    - a ``best.safetensors``/``best.json`` that is missing, unloadable or of another epoch than ``best.ckpt`` (a
+      kill between the two writes) is exported again from ``best.ckpt``'s EMA weights (needs ``pl_module``).
+    """
+    from lucid_core.checkpoint import (
+        CheckpointError,
+        load_checkpoint,
+        remove_stale_temporaries,
+        repair_checkpoint,
+        save_model,
+    )
+
+    notes = [f"removed stale temporary {p.name}" for p in remove_stale_temporaries(run_dir)]
+    best = run_dir / "best"
+    done = repair_checkpoint(best)
+    if done != "ok":
+        notes.append(f"best export: {done}")
+    best_ckpt = run_dir / "best.ckpt"
+    ema_model = getattr(pl_module, "ema_model", None)
+    if best_ckpt.is_file() and ema_model is not None:
+        import copy
+
+        import torch
+
+        try:
+            exported_epoch = int(load_checkpoint(best).extra.get("epoch", -1))
+        except CheckpointError:
+            exported_epoch = None
+        try:
+            checkpoint = torch.load(best_ckpt, map_location="cpu", weights_only=True)
+        except Exception as exc:  # a truncated best.ckpt cannot be the source of a repair
+            notes.append(f"best.ckpt unreadable ({type(exc).__name__}); best export left as is")
+            checkpoint = None
+        if checkpoint is not None and exported_epoch != int(checkpoint.get("epoch", -1)):
+            prefix = "ema_model."
+            state = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
+            model = copy.deepcopy(ema_model).cpu()
+            model.load_state_dict(state)
+            save_model(
+                model,
+                best,
+                names=getattr(pl_module, "names", None),
+                imgsz=int(getattr(pl_module, "imgsz", 640)),
+                extra={"epoch": int(checkpoint["epoch"])},
+            )
+            notes.append(f"best export re-written from best.ckpt (epoch {int(checkpoint['epoch'])})")
+    for note in notes:
+        rank_zero_info(f"lucid-train: {run_dir}: {note}")
+    return notes
 
 
 def _sample_predictions(
