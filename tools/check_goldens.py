@@ -3,8 +3,9 @@
 Every ``goldens/*.json`` file holds one case: the data (``"synth"``: a fixed slice of the synthetic shapes set,
 made by ``lucid_data.synth.synthesize`` from the stored parameters; ``"shared"``: a dataset under ``../shared``,
 e.g. ``data/coco8/coco8.yaml``, skipped cleanly when absent), the model, the training settings (epochs x batches =
-the fixed number of optimizer steps, thread count, seed, optimizer overrides, augmentation overrides) and the band
-of each metric. Training is the real lucid-train code path (``DetectionLitModule`` + ``DetectionDataModule`` under a
+the fixed number of optimizer steps, thread count, seed, optimizer overrides, augmentation overrides), the task
+(``model.task``: detect, segment, pose or obb; the synthetic data is written for it) and the band of each metric
+(any key training's validation logs, e.g. ``metrics/mask/mAP50`` for segment). Training is the real lucid-train code path (``DetectionLitModule`` + ``DetectionDataModule`` under a
 Lightning ``Trainer``; no run directory is written); the metric is training's own validation of the EMA model
 (``lucid_train.eval``, COCO protocol), run once after the last epoch on the ``eval_split`` - the training split
 itself, because the gate asks "can the recipe fit a handful of images", not "does it generalise".
@@ -63,13 +64,18 @@ def data_yaml(case: dict[str, Any], workdir: Path) -> Path:
         from lucid_data.synth import synthesize
 
         options = {k: v for k, v in data.items() if k != "kind"}
-        return Path(synthesize("detect", workdir / "data", **options))
+        return Path(synthesize(case_task(case), workdir / "data", **options))
     if data["kind"] == "shared":
         path = SHARED_DIR / data["path"]
         if not path.is_file():
             raise GoldenSkipped(f"{path} is not present")
         return path
     raise SystemExit(f"{case['file']}: data.kind {data['kind']!r}; expected 'synth' or 'shared'")
+
+
+def case_task(case: dict[str, Any]) -> str:
+    """The task the case trains (``model.task``, default ``detect``): the synthetic data is written for it."""
+    return str(case["model"].get("task", "detect"))
 
 
 def run_case(case: dict[str, Any]) -> dict[str, float]:
@@ -97,9 +103,12 @@ def run_case(case: dict[str, Any]) -> dict[str, float]:
             workers=0,
             seed=int(train.get("seed", 0)),
             augment=AugmentConfig(**train.get("augment", {})),
+            task=case_task(case),
         )
         module = DetectionLitModule(
             family=case["model"].get("family", "yolo26"),
+            task=case_task(case),
+            task_options=datamodule.task_options,
             scale=case["model"].get("scale", "n"),
             num_classes=datamodule.num_classes,
             names=datamodule.names,
