@@ -1,8 +1,15 @@
-"""Random HSV gains (documented reference defaults hsv_h 0.015, hsv_s 0.7, hsv_v 0.4).
+"""Random HSV augmentation (documented reference defaults hsv_h 0.015, hsv_s 0.7, hsv_v 0.4).
 
-Gains g = 1 + U(−1, 1)·(h, s, v) are drawn from the sample's generator; the image is converted to OpenCV's
-8-bit HSV (hue 0..179), hue is multiplied modulo 180, saturation and value multiplied and clipped to 0..255 via
-256-entry lookup tables (cv2.LUT), and converted back. Works on RGB input.
+Draws ``r = U(−1, 1)·(h, s, v)`` (three uniforms from the sample's generator), converts the image to OpenCV's
+8-bit HSV (hue 0..179) and applies 256-entry lookup tables (cv2.LUT) as the reference does since 8.3.79
+(issue 12 "HSV hue"):
+
+* hue is shifted **additively**, ``lut_hue = (x + r_h · 180) mod 180`` (the older multiplicative hue gain left
+  reds, hue ≈ 0, unchanged);
+* saturation and value are multiplied, ``clip(x · (1 + r_s|v), 0, 255)``, and ``lut_sat[0] = 0`` keeps grey
+  pixels (saturation 0) grey;
+
+then converts back. Works on RGB input.
 """
 
 from __future__ import annotations
@@ -10,20 +17,28 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-__all__ = ["augment_hsv"]
+__all__ = ["augment_hsv", "hsv_luts"]
+
+
+def hsv_luts(gains: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The uint8 hue, saturation and value lookup tables for drawn gains ``(r_h, r_s, r_v)`` (see module doc)."""
+    r_h, r_s, r_v = (float(g) for g in gains)
+    x = np.arange(0, 256, dtype=np.float64)
+    lut_hue = ((x + r_h * 180) % 180).astype(np.uint8)
+    lut_sat = np.clip(x * (1 + r_s), 0, 255).astype(np.uint8)
+    lut_val = np.clip(x * (1 + r_v), 0, 255).astype(np.uint8)
+    lut_sat[0] = 0
+    return lut_hue, lut_sat, lut_val
 
 
 def augment_hsv(
     image: np.ndarray, rng: np.random.Generator, hgain: float = 0.015, sgain: float = 0.7, vgain: float = 0.4
 ) -> np.ndarray:
-    """Return a new RGB uint8 image with random hue/saturation/value gains (no-op when all gains are 0)."""
+    """Return a new RGB uint8 image with a random hue shift and saturation/value gains (no-op when all are 0)."""
     if not (hgain or sgain or vgain):
         return image
-    r = rng.uniform(-1, 1, 3) * np.array([hgain, sgain, vgain]) + 1
+    gains = rng.uniform(-1, 1, 3) * np.array([hgain, sgain, vgain])
+    lut_hue, lut_sat, lut_val = hsv_luts(gains)
     hue, sat, val = cv2.split(cv2.cvtColor(image, cv2.COLOR_RGB2HSV))
-    x = np.arange(0, 256, dtype=r.dtype)
-    lut_hue = ((x * r[0]) % 180).astype(np.uint8)
-    lut_sat = np.clip(x * r[1], 0, 255).astype(np.uint8)
-    lut_val = np.clip(x * r[2], 0, 255).astype(np.uint8)
     merged = cv2.merge((cv2.LUT(hue, lut_hue), cv2.LUT(sat, lut_sat), cv2.LUT(val, lut_val)))
     return cv2.cvtColor(merged, cv2.COLOR_HSV2RGB)
