@@ -139,6 +139,8 @@ def write_yolo(
         data["kpt_shape"] = [int(source.kpt_shape[0]), 3]
         if source.flip_idx is not None:
             data["flip_idx"] = [int(i) for i in source.flip_idx]
+        if source.kpt_sigmas is not None:
+            data["kpt_sigmas"] = [float(v) for v in source.kpt_sigmas]
     _atomic_write_text(yaml_path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     return yaml_path
 

@@ -134,14 +134,22 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         self.names = dict(source.names)
         self.kpt_shape = source.kpt_shape
         self.flip_idx = list(source.flip_idx) if source.flip_idx is not None else None
-        if self.task == "pose" and self.flip_idx is None and self.kpt_shape is not None:
-            self.flip_idx = list(range(self.kpt_shape[0]))
-            logger.warning(
-                "%s: pose dataset without flip_idx: keypoints keep their order on flips", source.root
-            )
+        #: pose: the dataset's own OKS sigmas (validated by the reader) for the loss and the metric; None = defaults
+        self.kpt_sigmas = list(source.kpt_sigmas) if source.kpt_sigmas is not None else None
         self.imgsz = int(imgsz)
         self.augment = bool(augment)
         self.config = augment_config or AugmentConfig()
+        if self.task == "pose" and self.flip_idx is None and self.kpt_shape is not None:
+            if self.augment and self.config.fliplr > 0:
+                where = source.data_yaml or source.root
+                raise ValueError(
+                    f"{where}: pose dataset without `flip_idx`, but training flips images left-right "
+                    f"(fliplr={self.config.fliplr}): a mirrored person would keep its left keypoints on the "
+                    f"right. Add `flip_idx` to the data YAML (the index each of the {self.kpt_shape[0]} keypoints "
+                    "takes after a flip, e.g. [0, 2, 1, ...]; itself for a keypoint without a side) or train "
+                    "with fliplr 0"
+                )
+            self.flip_idx = list(range(self.kpt_shape[0]))  # no flips happen: the order is never used
         self.seed = int(seed)
         self.rank = int(rank)
         self.epoch = 0

@@ -47,6 +47,10 @@ class DatasetSource:
     - corrupt_images: images left out because their header cannot be read, as `path: corrupt image: reason`
       (images that decode only partially are found by `load_image`, e.g. in `lucid-data check`).
     - annotation_file: the COCO JSON a COCO-layout source was read from (None for other layouts).
+    - kpt_sigmas: the dataset's own per-keypoint OKS sigmas (YOLO data YAML `kpt_sigmas` / `kpt_oks_sigmas`,
+      validated: K positive numbers) for the pose loss and metric; None = the defaults (COCO's for K = 17, D = 3,
+      else 1/K; fixture README "pose_loss_*.pt" step 5).
+    - data_yaml: the YOLO data YAML a source was read from (None for other layouts), named in errors.
     """
 
     records: list[ImageRecord]
@@ -60,6 +64,8 @@ class DatasetSource:
     problems: list[str] = field(default_factory=list)
     corrupt_images: list[str] = field(default_factory=list)
     annotation_file: Path | None = None  # COCO layouts: the JSON read (evaluation scores against it)
+    kpt_sigmas: list[float] | None = None  # pose: the dataset's OKS sigmas (None = README defaults)
+    data_yaml: Path | None = None  # YOLO layouts: the data YAML read
 
     def __post_init__(self) -> None:
         if not self.category_ids:

@@ -11,7 +11,9 @@ Label lines (coordinates normalised by image width/height, class id first):
 Boxes/polygons of detect/segment/pose may exceed [0, 1] by at most `COORD_TOLERANCE` (then clipped to the
 image); OBB corners are kept as labelled (rotated objects at the border stick out). Extra YAML keys read here:
 `task` (detect|segment|pose|obb) and `category_ids` (label → original dataset category id, written by
-`lucid_data.convert` so a COCO → YOLO conversion keeps the COCO ids).
+`lucid_data.convert` so a COCO → YOLO conversion keeps the COCO ids), and for pose `kpt_sigmas` (alias
+`kpt_oks_sigmas`): the dataset's own per-keypoint OKS sigmas, K positive numbers, used by the pose loss and the
+keypoint metric (fixture README "pose_loss_*.pt", step 5; defaults there when absent).
 
 Image ids are the file stems, unique within a split: stems shared by images in different sub-folders become
 relative paths (`image_ids_for`).
@@ -90,6 +92,7 @@ class YoloDataConfig:
             and sorted(self.flip_idx) != list(range(kpt_count))
         ):
             raise ValueError(f"{yaml_path}: flip_idx {self.flip_idx} is not a permutation of 0..K-1")
+        self.kpt_sigmas = _read_kpt_sigmas(yaml_path, raw, kpt_count)
         cat = raw.get("category_ids")
         self.category_ids = [int(c) for c in cat] if cat is not None else list(range(len(self.names)))
         task = raw.get("task")
@@ -103,6 +106,38 @@ class YoloDataConfig:
             available = [s for s in ("train", "val", "test") if self.raw.get(s)]
             raise ValueError(f"{self.yaml_path}: no `{split}` split (available: {available})")
         return spec
+
+
+def _read_kpt_sigmas(yaml_path: Path, raw: dict[str, Any], num_keypoints: int | None) -> list[float] | None:
+    """`kpt_sigmas` / `kpt_oks_sigmas` of a data YAML: None when absent, else exactly K finite positive numbers."""
+    given = {key: raw[key] for key in ("kpt_sigmas", "kpt_oks_sigmas") if raw.get(key) is not None}
+    if not given:
+        return None
+    field, value = next(iter(given.items()))
+    where = f"{yaml_path}: `{field}`"
+    if num_keypoints is None:
+        raise ValueError(
+            f"{where} is given but the YAML has no `kpt_shape` (keypoint sigmas belong to pose data)"
+        )
+    try:
+        sigmas = [float(v) for v in value]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{where} must be a list of {num_keypoints} positive numbers, got {value!r}"
+        ) from None
+    if len(sigmas) != num_keypoints:
+        raise ValueError(
+            f"{where} has {len(sigmas)} values for kpt_shape's {num_keypoints} keypoints; give one positive "
+            f"OKS sigma per keypoint, got {sigmas}"
+        )
+    if not all(np.isfinite(v) and v > 0 for v in sigmas):
+        raise ValueError(f"{where}: every keypoint sigma must be a finite number > 0, got {sigmas}")
+    if len(given) == 2 and given["kpt_oks_sigmas"] != value:
+        raise ValueError(
+            f"{yaml_path}: `kpt_sigmas` {value!r} and `kpt_oks_sigmas` {given['kpt_oks_sigmas']!r} disagree; "
+            "give one of them"
+        )
+    return sigmas
 
 
 def read_data_yaml(path: str | Path) -> YoloDataConfig:
@@ -427,6 +462,8 @@ def read_yolo(
         task=task,
         kpt_shape=kpt_shape,
         flip_idx=cfg.flip_idx if cfg else None,
+        kpt_sigmas=cfg.kpt_sigmas if cfg else None,
+        data_yaml=cfg.yaml_path if cfg else None,
         category_ids=cfg.category_ids if cfg else list(range(len(names))),
         root=root,
         split=split,
