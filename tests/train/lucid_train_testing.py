@@ -40,6 +40,28 @@ def tiny_data(yaml_path: Path, *, batch_size: int = 4, **kwargs: Any) -> Any:
     )
 
 
+class LossRecorder(pl.Callback):
+    """The loss of every training batch (what ``training_step`` returned), in order; ``tiny_trainer`` adds one.
+
+    Replaces the module's former ``loss_history`` (one list per batch for the whole run: unbounded memory on a
+    long run, and read only by tests).
+    """
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        self.losses.append(float(loss))
+
+
+def recorded_losses(trainer: pl.Trainer) -> list[float]:
+    """The losses the trainer's :class:`LossRecorder` saw (``tiny_trainer`` adds one)."""
+    return next(c for c in trainer.callbacks if isinstance(c, LossRecorder)).losses  # type: ignore[attr-defined]
+
+
 def tiny_trainer(
     run_dir: Path, *, max_epochs: int = 1, callbacks: list[Any] | None = None, **kwargs: Any
 ) -> pl.Trainer:
@@ -56,7 +78,7 @@ def tiny_trainer(
         "use_distributed_sampler": False,
         "num_sanity_val_steps": 0,
         "default_root_dir": str(run_dir),
-        "callbacks": default_callbacks() + list(callbacks or []),
+        "callbacks": [*default_callbacks(), *(callbacks or []), LossRecorder()],
     }
     options.update(kwargs)
     return pl.Trainer(**options)

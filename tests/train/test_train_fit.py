@@ -11,7 +11,14 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 import torch
-from lucid_train_testing import make_shapes, state_hash, tiny_data, tiny_module, tiny_trainer
+from lucid_train_testing import (
+    make_shapes,
+    recorded_losses,
+    state_hash,
+    tiny_data,
+    tiny_module,
+    tiny_trainer,
+)
 
 from lucid_train.errors import NonFiniteLossError
 
@@ -97,32 +104,34 @@ def test_fit_writes_the_run_directory(shapes_yaml: Path, tmp_path: Path) -> None
 
 @pytest.mark.slow
 def test_same_seed_gives_byte_identical_losses_and_weights(shapes_yaml: Path, tmp_path: Path) -> None:
-    first, _ = _fit(shapes_yaml, tmp_path / "a", epochs=1)
-    second, _ = _fit(shapes_yaml, tmp_path / "b", epochs=1)
-    assert first.loss_history and first.loss_history == second.loss_history
+    first, first_trainer = _fit(shapes_yaml, tmp_path / "a", epochs=1)
+    second, second_trainer = _fit(shapes_yaml, tmp_path / "b", epochs=1)
+    first_losses = recorded_losses(first_trainer)
+    assert first_losses and first_losses == recorded_losses(second_trainer)
     assert state_hash(first.model) == state_hash(second.model)
     assert state_hash(first.ema_model) == state_hash(second.ema_model)
 
 
 @pytest.mark.slow
 def test_resume_after_kill_continues_bit_exactly(shapes_yaml: Path, tmp_path: Path) -> None:
-    straight, _ = _fit(shapes_yaml, tmp_path / "straight", epochs=2)
+    straight, straight_trainer = _fit(shapes_yaml, tmp_path / "straight", epochs=2)
+    straight_losses = recorded_losses(straight_trainer)
     with pytest.raises(_Killed):
         _fit(shapes_yaml, tmp_path / "killed", epochs=2, callbacks=[_KillAtEpoch(1)])
     last = tmp_path / "killed" / "last.ckpt"
     assert torch.load(last, weights_only=True)["epoch"] == 0
     resumed, trainer = _fit(shapes_yaml, tmp_path / "killed", epochs=2, ckpt_path=last)
     assert trainer.current_epoch == 2
-    per_epoch = len(straight.loss_history) // 2
-    assert resumed.loss_history == straight.loss_history[per_epoch:]
+    per_epoch = len(straight_losses) // 2
+    assert recorded_losses(trainer) == straight_losses[per_epoch:]
     assert resumed.ema_updates == straight.ema_updates
     assert state_hash(resumed.model) == state_hash(straight.model)
     assert state_hash(resumed.ema_model) == state_hash(straight.ema_model)
     # a resumed run with more epochs continues from where it stopped
-    longer, trainer = _fit(
+    _longer, trainer = _fit(
         shapes_yaml, tmp_path / "killed", epochs=3, ckpt_path=tmp_path / "killed" / "last.ckpt"
     )
-    assert trainer.current_epoch == 3 and len(longer.loss_history) == per_epoch
+    assert trainer.current_epoch == 3 and len(recorded_losses(trainer)) == per_epoch
     rows = (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(r)["epoch"] for r in rows] == [0, 1, 2]
 

@@ -1,4 +1,11 @@
-"""``lucid-train fit|validate|test|predict``: a LightningCLI over `DetectionLitModule` + `DetectionDataModule`.
+"""``lucid-train fit|validate|test``: a LightningCLI over `DetectionLitModule` + `DetectionDataModule`.
+
+``lucid-train predict`` is not a subcommand: it exits with status 2 and a pointer to ``lucid-predict`` (one JSON of
+detections per image) or ``lucid_train.YOLO(weights).predict(source)``, which run the same predictor.
+
+Logging (``lucid_train.loggers``): ``--trainer.logger`` takes any Lightning logger (``save_dir`` defaults to the run
+directory); without it a run logs to ``CSVLogger`` + ``TensorBoardLogger`` (when tensorboard is installed) under
+the run directory; ``--trainer.logger false`` logs nothing. ``config.yaml`` is written into the run directory.
 
 Every hyper-parameter is a typed constructor argument and therefore a flag and a ``--config`` YAML key:
 ``--model.scale s``, ``--data.root data.yaml``, ``--data.batch_size 32``, ``--trainer.max_epochs 100``.
@@ -30,6 +37,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lucid_train.callbacks import EpochStateCallback, RunArtifacts
 from lucid_train.datamodule import DetectionDataModule
 from lucid_train.errors import TrainingSetupError
+from lucid_train.loggers import RunDirConfig, default_loggers, resolve_logger_dirs, with_logger_save_dir
 from lucid_train.module import DetectionLitModule
 from lucid_train.recipe import EMAConfig, LossConfig, OptimizerConfig
 
@@ -40,9 +48,15 @@ SUBCOMMANDS = ("fit", "validate", "test", "predict")
 #: epochs for a real dataset when ``--trainer.max_epochs`` is not given (reference default).
 DEFAULT_EPOCHS = 100
 DEFAULT_RUN_DIR = "runs/train"
+#: ``lucid-train predict`` is not a subcommand (see the module docstring); this is what it prints.
+PREDICT_REMOVED = (
+    "lucid-train: error: `lucid-train predict` is not a subcommand; predict with `lucid-predict --weights "
+    "RUN/best --source IMAGES --output DIR` (one JSON of detections per image) or, in Python, "
+    "`lucid_train.YOLO('RUN/best').predict(IMAGES)`."
+)
 
 TRAINER_DEFAULTS: dict[str, Any] = {
-    "logger": False,
+    "logger": True,  # = lucid_train.loggers.default_loggers(run dir); --trainer.logger false: none
     "enable_checkpointing": False,  # RunArtifacts writes last/best atomically
     "use_distributed_sampler": False,  # ShardedEpochSampler shards identically-shuffled epochs itself
     "num_sanity_val_steps": 0,
@@ -92,6 +106,20 @@ class LucidTrainCLI(LightningCLI):
 
     def _parse_ckpt_path(self) -> None:
         """Resume takes its hyper-parameters from the command line/config, not from the checkpoint's copy."""
+
+    def instantiate_classes(self) -> None:
+        """A ``--trainer.logger`` given without ``save_dir`` logs into the run directory, now final."""
+        subcommand = self.config.get("subcommand")
+        trainer = (self.config[subcommand] if subcommand else self.config).trainer
+        resolve_logger_dirs(trainer.get("logger"), Path(trainer.get("default_root_dir") or DEFAULT_RUN_DIR))
+        super().instantiate_classes()
+
+    def instantiate_trainer(self, **kwargs: Any) -> Any:
+        """The trainer; ``logger`` unset (``True``/``None``) = :func:`lucid_train.loggers.default_loggers`."""
+        trainer_config = self._get(self.config_init, "trainer", default={})
+        if "logger" not in kwargs and trainer_config.get("logger") in (True, None):
+            kwargs["logger"] = default_loggers(trainer_config.get("default_root_dir") or DEFAULT_RUN_DIR)
+        return super().instantiate_trainer(**kwargs)
 
     def before_instantiate_classes(self) -> None:
         subcommand = self.config.get("subcommand")
@@ -185,8 +213,9 @@ def build_cli(args: list[str] | None = None, *, run: bool = True) -> LucidTrainC
         trainer_defaults={**TRAINER_DEFAULTS, "callbacks": [EpochStateCallback(), RunArtifacts()]},
         seed_everything_default=0,
         auto_configure_optimizers=False,
-        save_config_kwargs={"overwrite": True},
-        args=args,
+        save_config_callback=RunDirConfig,  # config.yaml in the run directory, not in a logger's folder
+        save_config_kwargs={"overwrite": True, "save_to_log_dir": False},
+        args=with_logger_save_dir(args) if args is not None else None,
         run=run,
     )
 
@@ -196,10 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
         args = ["fit"]
+    if args[0] == "predict":
+        print(PREDICT_REMOVED, file=sys.stderr)
+        return 2
     args = with_embedded_default(args)
-    # The batch's host-side meta needs our transfer hook (the EMA copy's eval-mode notice is silenced by
-    # DetectionLitModule itself, for exactly its module count).
-    warnings.filterwarnings("ignore", message=r".*overridden `transfer_batch_to_device`.*")
     # Lightning 2.6's own use of a torch pytree API that torch deprecated; nothing a user can act on.
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
     try:

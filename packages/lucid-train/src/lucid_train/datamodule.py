@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import lightning.pytorch as pl
+import torch
 from torch.utils.data import DataLoader
 
 from lucid_core.atomic import atomic_write_json
@@ -264,6 +265,19 @@ class DetectionDataModule(pl.LightningDataModule):
     def predict_dataloader(self) -> DataLoader[Any]:
         return self.val_dataloader()
 
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """Move the batch's top-level tensors; ``targets``/``meta`` (numpy, frozen dataclasses) stay on the host.
+
+        A data hook, so it lives here with the batches' layout (``lucid_data.collate``): Lightning warns on every
+        run when a LightningModule overrides it and a DataModule is passed.
+        """
+        if isinstance(batch, dict):
+            return {
+                k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v
+                for k, v in batch.items()
+            }
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
+
     # ------------------------------------------------------------------ per-epoch dataset state
     def prepare_epoch(self, epoch: int, max_epochs: int) -> bool:
         """Set the train dataset's epoch (mosaic closes for the last ``close_mosaic`` epochs). True when closed now."""
@@ -271,3 +285,7 @@ class DetectionDataModule(pl.LightningDataModule):
         was_on = bool(getattr(dataset, "mosaic_enabled", False))
         dataset.set_epoch(epoch, max_epochs)
         return was_on and not bool(getattr(dataset, "mosaic_enabled", False))
+
+
+#: the name of the data module in the public API (``lucid_train.YOLODataModule``); the same class.
+YOLODataModule = DetectionDataModule

@@ -168,7 +168,6 @@ class DetectionLitModule(pl.LightningModule):
         self.resolved: ResolvedOptimizer | None = None
         self.last_opt_step = -1
         self.accumulate = 1
-        self.loss_history: list[list[float]] = []  # per batch: loss items, for the determinism test / summary
         self._epoch_item_sums: Tensor | None = None
         self._epoch_item_count = 0
         self.train_epoch_items: dict[str, float] = {}
@@ -349,14 +348,6 @@ class DetectionLitModule(pl.LightningModule):
             category=PossibleUserWarning,
         )
 
-    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
-        """Move the batch's top-level tensors; ``targets``/``meta`` (numpy, frozen dataclasses) stay on the host."""
-        if isinstance(batch, dict):
-            return {
-                k: v.to(device, non_blocking=True) if isinstance(v, Tensor) else v for k, v in batch.items()
-            }
-        return super().transfer_batch_to_device(batch, device, dataloader_idx)
-
     def forward(self, images: Tensor) -> Any:
         return self.model(images)
 
@@ -400,7 +391,6 @@ class DetectionLitModule(pl.LightningModule):
             self._update_ema()
             self.last_opt_step = iteration
 
-        self.loss_history.append(items.tolist())
         self._epoch_item_sums = items if self._epoch_item_sums is None else self._epoch_item_sums + items
         self._epoch_item_count += 1
         for name, value in zip(self.loss_names, items):
@@ -485,20 +475,35 @@ class DetectionLitModule(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         self.on_validation_epoch_end()
 
+    @torch.no_grad()
     def predict_step(self, batch: dict[str, Any], batch_idx: int) -> Any:
-        """Detections (predict defaults conf 0.25, iou 0.7) in network-input pixels for one batch."""
-        from lucid_train.eval.runner import ModelScorer, decode_paths
+        """Detections of one batch (``batch["images"]``, uint8 or float) in network-input pixels, on the CPU.
 
-        scorer = ModelScorer(
-            self._ground_truth(),
+        The EMA model in eval mode, decoded as ``lucid-predict`` decodes (``lucid_core.decode.postprocess`` with
+        the predict defaults conf 0.25, iou 0.7 and ``max_det``; ``decode`` None = the family default, yolo26
+        one-to-one top-k, others NMS). Needs no ground truth: any image batch can be predicted.
+        """
+        from lucid_core.decode.postprocess import DEFAULT_IOU, PREDICT_CONF, postprocess
+        from lucid_train.eval.runner import _BranchSelector, decode_paths
+
+        model = self.eval_model()
+        path = decode_paths(model, self.decode)[0]
+        images = self._images({"images": batch["images"].to(self.device)})
+        with _BranchSelector(model, path):
+            output = model(images)
+        output = tuple(t.float() for t in output) if isinstance(output, tuple) else output.float()
+        detections = postprocess(
+            output,
             task=self.task,
-            num_classes=self.num_classes,
-            conf=0.25,
-            iou=0.7,
+            nc=self.num_classes,
+            mode=path,
+            conf=PREDICT_CONF,
+            iou=DEFAULT_IOU,
             max_det=self.max_det,
-            decode=decode_paths(self.ema_model, self.decode)[:1],
+            kpt_shape=getattr(model, "kpt_shape", None),
+            input_hw=(int(images.shape[2]), int(images.shape[3])),
         )
-        return scorer.detections(self.eval_model(), batch["images"], scorer.paths[0])
+        return [d.to("cpu") for d in detections]
 
     # ------------------------------------------------------------------ checkpoint state
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -532,3 +537,7 @@ class DetectionLitModule(pl.LightningModule):
 
     def resolved_summary(self) -> str:
         return json.dumps(self.resolved.as_dict() if self.resolved else {}, indent=2)
+
+
+#: the name of the Lightning module in the public API (``lucid_train.YOLOLitModule``); the same class.
+YOLOLitModule = DetectionLitModule

@@ -1,0 +1,124 @@
+"""Lightning loggers of a lucid-train run: the defaults, ``--trainer.logger CLASS`` without a ``save_dir``, and
+``config.yaml`` in the run directory whatever the loggers.
+
+- :func:`default_loggers`: what a run logs to when no ``--trainer.logger`` is given - Lightning's ``CSVLogger``
+  (``RUN/csv/version_N/metrics.csv``) plus its ``TensorBoardLogger`` (``RUN/tensorboard/version_N/events.*``,
+  so ``tensorboard --logdir runs`` shows every run) when ``tensorboard`` (the ``lucid-train[tensorboard]`` extra)
+  or ``tensorboardX`` is installed. ``--trainer.logger false`` logs nothing. Our own ``RUN/metrics.csv`` and
+  ``RUN/metrics.jsonl`` (:class:`~lucid_train.callbacks.RunArtifacts`: atomic, one row per epoch) are written
+  either way; the loggers get their own sub-folders, so neither ever writes the other's file.
+- ``--trainer.logger lightning.pytorch.loggers.CSVLogger`` (any Lightning logger, by class path or by name):
+  Lightning requires ``save_dir`` for CSV/TensorBoard; when the command line gives none,
+  :func:`with_logger_save_dir` adds ``--trainer.logger.save_dir`` = the run directory (resolved after the
+  fresh-run-directory rule by :func:`resolve_logger_dirs`), for every logger whose constructor takes one.
+- :class:`RunDirConfig`: LightningCLI's ``SaveConfigCallback`` writes ``config.yaml`` into ``trainer.log_dir``,
+  which becomes the first logger's folder once a logger is set; this one writes it into the run directory
+  (``trainer.default_root_dir``), where ``lucid-train fit --config RUN/config.yaml`` expects it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.cli import SaveConfigCallback
+from lightning.pytorch.loggers import Logger
+
+#: placeholder ``save_dir`` replaced by the run directory once it is known (before instantiation).
+RUN_DIR_TOKEN = "<lucid-run-dir>"
+#: sub-folders of the default loggers inside the run directory.
+CSV_LOGS = "csv"
+TENSORBOARD_LOGS = "tensorboard"
+
+
+def tensorboard_available() -> bool:
+    """Whether Lightning's ``TensorBoardLogger`` can run (``tensorboard`` or ``tensorboardX`` installed)."""
+    return any(importlib.util.find_spec(name) is not None for name in ("tensorboard", "tensorboardX"))
+
+
+def default_loggers(run_dir: str | Path) -> list[Logger]:
+    """``CSVLogger`` (+ ``TensorBoardLogger`` when available) writing under ``run_dir`` (module docstring)."""
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    loggers: list[Logger] = [CSVLogger(str(run_dir), name=CSV_LOGS)]
+    if tensorboard_available():
+        loggers.append(TensorBoardLogger(str(run_dir), name=TENSORBOARD_LOGS))
+    return loggers
+
+
+def _logger_class(value: str) -> type[Any] | None:
+    """The class a ``--trainer.logger`` value names (class path, or a name in ``lightning.pytorch.loggers``)."""
+    module_name, _, name = value.rpartition(".")
+    try:
+        module = importlib.import_module(module_name or "lightning.pytorch.loggers")
+    except ImportError:
+        return None
+    cls = getattr(module, name, None)
+    return cls if isinstance(cls, type) else None
+
+
+def _takes_save_dir(value: str) -> bool:
+    cls = _logger_class(value)
+    if cls is None:
+        return False
+    try:
+        return "save_dir" in inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtin signatures
+        return False
+
+
+def with_logger_save_dir(args: list[str]) -> list[str]:
+    """``args`` with ``--trainer.logger.save_dir RUN_DIR_TOKEN`` after a ``--trainer.logger CLASS`` that has none."""
+    if any(a.startswith(("--trainer.logger.save_dir", "--trainer.logger.init_args.save_dir")) for a in args):
+        return args
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        value: str | None = None
+        if arg == "--trainer.logger" and i + 1 < len(args):
+            out += [arg, args[i + 1]]
+            value = args[i + 1]
+            i += 2
+        else:
+            out.append(arg)
+            if arg.startswith("--trainer.logger="):
+                value = arg.split("=", 1)[1]
+            i += 1
+        if (
+            value is not None
+            and value.lower() not in ("true", "false", "null", "none")
+            and _takes_save_dir(value)
+        ):
+            out += ["--trainer.logger.save_dir", RUN_DIR_TOKEN]
+    return out
+
+
+def resolve_logger_dirs(logger: Any, run_dir: Path) -> None:
+    """Replace :data:`RUN_DIR_TOKEN` in the parsed ``trainer.logger`` (one logger or a list) by ``run_dir``."""
+    for entry in logger if isinstance(logger, list) else [logger]:
+        init_args = getattr(entry, "init_args", None)
+        if init_args is not None and getattr(init_args, "save_dir", None) == RUN_DIR_TOKEN:
+            init_args.save_dir = str(run_dir)
+
+
+class RunDirConfig(SaveConfigCallback):
+    """``config.yaml`` in ``trainer.default_root_dir`` (the run directory), not in the first logger's folder.
+
+    Built with ``save_to_log_dir=False``; Lightning calls :meth:`save_config` on rank zero only.
+    """
+
+    def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        run_dir = Path(trainer.default_root_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.parser.save(
+            self.config,
+            str(run_dir / self.config_filename),
+            skip_none=False,
+            overwrite=self.overwrite,
+            multifile=self.multifile,
+        )
