@@ -304,3 +304,20 @@ def test_synthetic_pose_batch_trains_yolo_pose_models(tmp_path: Path, family: st
     if family == "yolo26":
         assert objective.loss_names[-1] == "rle_loss"
         assert any(p.grad is not None and bool(p.grad.any()) for p in model.head.flow_model.parameters())
+
+
+def test_eval_cli_scores_keypoints_with_the_loss_sigmas(tmp_path: Path) -> None:
+    """lucid-eval uses the same OKS sigmas as the pose loss: the dataset's, else COCO's (17, 3), else 1/K."""
+    from types import SimpleNamespace
+
+    from lucid_train.eval.cli import EvalInputError, _pose_kpt_sigmas
+
+    pose = SimpleNamespace(task="pose", kpt_shape=(5, 3))
+    own = SimpleNamespace(kpt_sigmas=[0.1, 0.2, 0.2, 0.3, 0.3], kpt_shape=(5, 3))
+    assert _pose_kpt_sigmas(pose, own, tmp_path) == pytest.approx(own.kpt_sigmas)
+    assert _pose_kpt_sigmas(pose, SimpleNamespace(kpt_sigmas=None), tmp_path) == pytest.approx([0.2] * 5)
+    coco = _pose_kpt_sigmas(SimpleNamespace(task="pose", kpt_shape=(17, 3)), SimpleNamespace(), tmp_path)
+    assert coco is not None and coco[0] == pytest.approx(0.026) and coco[-1] == pytest.approx(0.089)
+    assert _pose_kpt_sigmas(SimpleNamespace(task="detect"), own, tmp_path) is None
+    with pytest.raises(EvalInputError, match="--data"):
+        _pose_kpt_sigmas(pose, SimpleNamespace(kpt_sigmas=[0.1, 0.2]), tmp_path)
