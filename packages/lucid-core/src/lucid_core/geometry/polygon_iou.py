@@ -98,36 +98,45 @@ def convex_intersection_area(subject: Tensor, clip: Tensor) -> Tensor:
     return torch.where(count >= 3, area, torch.zeros_like(area)).clamp(min=0)
 
 
-def paired_polygon_iou(polygons1: Tensor, polygons2: Tensor) -> Tensor:
-    """IoU of convex polygons pair by pair: ``(N, P, 2)`` and ``(N, Q, 2)`` → ``(N,)`` (0 where the union is 0).
-
-    Pairs whose axis-aligned hulls do not overlap are 0 without clipping; the others are clipped in chunks of
-    `PAIR_CHUNK` pairs.
-    """
+def _check_paired(polygons1: Tensor, polygons2: Tensor, what: str) -> tuple[Tensor, Tensor]:
     _check_polygons("polygons1", polygons1)
     _check_polygons("polygons2", polygons2)
     if polygons1.ndim != 3 or polygons2.ndim != 3 or polygons1.shape[0] != polygons2.shape[0]:
         raise ValueError(
-            f"paired_polygon_iou needs (N, P, 2) and (N, Q, 2), got {tuple(polygons1.shape)} and "
-            f"{tuple(polygons2.shape)}"
+            f"{what} needs (N, P, 2) and (N, Q, 2), got {tuple(polygons1.shape)} and {tuple(polygons2.shape)}"
         )
     dtype = torch.promote_types(polygons1.dtype, polygons2.dtype)
     if not dtype.is_floating_point:
         dtype = torch.float64
-    polygons1, polygons2 = polygons1.to(dtype), polygons2.to(dtype)
-    area1 = polygon_area(polygons1)
-    area2 = polygon_area(polygons2)
+    return polygons1.to(dtype), polygons2.to(dtype)
+
+
+def paired_intersection_area(polygons1: Tensor, polygons2: Tensor) -> Tensor:
+    """Intersection areas of convex polygons pair by pair: ``(N, P, 2)``, ``(N, Q, 2)`` → ``(N,)``.
+
+    Pairs whose axis-aligned hulls do not overlap are 0 without clipping; the others are clipped in chunks of
+    `PAIR_CHUNK` pairs.
+    """
+    polygons1, polygons2 = _check_paired(polygons1, polygons2, "paired_intersection_area")
     box1, box2 = polygons_to_xyxy(polygons1), polygons_to_xyxy(polygons2)
     overlap = (torch.minimum(box1[:, 2], box2[:, 2]) > torch.maximum(box1[:, 0], box2[:, 0])) & (
         torch.minimum(box1[:, 3], box2[:, 3]) > torch.maximum(box1[:, 1], box2[:, 1])
     )
-    inter = torch.zeros_like(area1)
+    inter = polygons1.new_zeros(polygons1.shape[0])
     idx = torch.nonzero(overlap).reshape(-1)
     for start in range(0, int(idx.numel()), PAIR_CHUNK):
         sel = idx[start : start + PAIR_CHUNK]
         inter[sel] = convex_intersection_area(polygons1[sel], polygons2[sel])
-    union = area1 + area2 - inter
-    return torch.where(union > 0, inter / torch.where(union > 0, union, torch.ones_like(union)), 0.0)
+    return inter
+
+
+def paired_polygon_iou(polygons1: Tensor, polygons2: Tensor) -> Tensor:
+    """IoU of convex polygons pair by pair: ``(N, P, 2)`` and ``(N, Q, 2)`` → ``(N,)`` (0 where the union is 0)."""
+    polygons1, polygons2 = _check_paired(polygons1, polygons2, "paired_polygon_iou")
+    inter = paired_intersection_area(polygons1, polygons2)
+    union = polygon_area(polygons1) + polygon_area(polygons2) - inter
+    positive = union > 0
+    return torch.where(positive, inter / torch.where(positive, union, torch.ones_like(union)), 0.0)
 
 
 def pairwise_polygon_iou(polygons1: Tensor, polygons2: Tensor) -> Tensor:

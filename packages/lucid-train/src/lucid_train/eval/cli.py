@@ -3,6 +3,12 @@
     lucid-eval --weights runs/best --data data.yaml [--split val] [--imgsz 640] [--batch 16] [--conf 0.001]
                [--iou 0.7] [--max-det 300] [--decode topk|nms|both] [--backend lucid|faster|pycocotools]
                [--device cpu] [--workers 0] --output report.json
+    lucid-eval --task obb --dota-labels LABELTXT_DIR (--dota-dets TASK1_DIR | --weights W --data IMAGE_DIR)
+               [--merge-tiles] [--merged-dets DIR] --output report.json
+
+The second form scores oriented boxes with the official DOTA Task-1 protocol (`lucid_train.eval.dota`: per-class
+VOC AP at polygon IoU 0.5, 07 11-point and all-point, difficult ignored) on whole images; with ``--merge-tiles``
+the detections are on devkit-named tiles (``name__rate__left___up``) and are merged back first.
 
 Everything that can be wrong with the inputs is checked BEFORE inference: the checkpoint (lucid_core format and
 hash), the annotations (they must parse: strict reading), every image file (it must exist and be non-empty) and
@@ -28,8 +34,8 @@ class EvalInputError(ValueError):
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lucid-eval", description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--weights", required=True, help="lucid checkpoint (stem, .safetensors or .json)")
-    p.add_argument("--data", required=True, help="dataset: YOLO data YAML, COCO JSON / folder, DOTA folder")
+    p.add_argument("--weights", default=None, help="lucid checkpoint (stem, .safetensors or .json)")
+    p.add_argument("--data", default=None, help="dataset: YOLO data YAML, COCO JSON / folder, DOTA folder")
     p.add_argument("--split", default="val")
     p.add_argument("--imgsz", type=int, default=None, help="network input size (default: the checkpoint's)")
     p.add_argument("--batch", type=int, default=16)
@@ -43,22 +49,33 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu")
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--output", required=True, help="JSON report path (written atomically)")
+    dota = p.add_argument_group("DOTA Task-1 protocol (oriented boxes, lucid_train.eval.dota)")
+    dota.add_argument("--task", choices=("detect", "segment", "pose", "obb"), default=None)
+    dota.add_argument("--dota-labels", default=None, help="folder of DOTA labelTxt files (one per image)")
+    dota.add_argument("--dota-dets", default=None, help="folder of Task1_<class>.txt detection files")
+    dota.add_argument(
+        "--merge-tiles",
+        action="store_true",
+        help="detections are on devkit-named tiles: map back by offset/rate, polygon NMS 0.1 per class",
+    )
+    dota.add_argument("--merged-dets", default=None, help="also write the scored Task1_<class>.txt here")
     return p
 
 
-def _pose_kpt_sigmas(model: Any, source: Any, data: Path) -> list[float] | None:
-    """The OKS sigmas the keypoint metric uses — the same as the pose loss (``resolve_keypoint_sigmas``): the
-    dataset's own ``kpt_sigmas`` (read and validated with the data YAML), else COCO's for (17, 3), else 1/K
-    (fixture README "pose_loss_*.pt", step 5). None for other tasks."""
-    if getattr(model, "task", None) != "pose":
+def _kpt_sigmas_from_yaml(data: Path) -> list[float] | None:
+    """The optional ``kpt_sigmas`` list of a YOLO data YAML (per-keypoint OKS sigmas)."""
+    if data.suffix not in (".yaml", ".yml") or not data.is_file():
         return None
-    from lucid_core.loss.terms.pose import resolve_keypoint_sigmas
+    import yaml
 
-    kpt_shape = getattr(model, "kpt_shape", None) or getattr(source, "kpt_shape", None) or (17, 3)
+    raw = yaml.safe_load(data.read_text(encoding="utf-8")) or {}
+    sigmas = raw.get("kpt_sigmas") if isinstance(raw, dict) else None
+    if sigmas is None:
+        return None
     try:
-        return [float(v) for v in resolve_keypoint_sigmas(kpt_shape, getattr(source, "kpt_sigmas", None))]
-    except ValueError as exc:
-        raise EvalInputError(f"--data {data}: {exc}") from exc
+        return [float(s) for s in sigmas]
+    except (TypeError, ValueError) as exc:
+        raise EvalInputError(f"{data}: kpt_sigmas must be a list of numbers, got {sigmas!r}") from exc
 
 
 def check_images(source: Any) -> None:
@@ -100,6 +117,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from lucid_train.eval.runner import evaluate_model
     from lucid_train.eval.sources import ground_truth_for_path
 
+    if not args.weights or not args.data:
+        raise EvalInputError("--weights and --data are required (or --dota-labels for the DOTA protocol)")
     try:
         checkpoint = load_checkpoint(args.weights, map_location=args.device)
     except (CheckpointError, FileNotFoundError) as exc:
@@ -112,7 +131,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise EvalInputError(f"--data {data} (split {args.split!r}): {exc}") from exc
     check_images(source)
     check_classes(checkpoint.names, model.num_classes, source, str(args.weights))
-    kpt_sigmas = _pose_kpt_sigmas(model, source, data)
+    kpt_sigmas = _kpt_sigmas_from_yaml(data)
     gt = ground_truth_for_path(data, args.split, source, model.task)
     imgsz = int(args.imgsz or checkpoint.imgsz)
 
@@ -154,8 +173,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from lucid_train.eval.dota import dota_mode_requested
+
     args = _parser().parse_args(argv)
     try:
+        if dota_mode_requested(args):
+            return _main_dota(args)
         report = run(args)
     except EvalInputError as exc:
         print(f"lucid-eval: error: {exc}", file=sys.stderr)
@@ -169,6 +192,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{t}: mAP50 {v['mAP50']:.4f} mAP50-95 {v['mAP50-95']:.4f}" for t, v in other["iou_types"].items()
         ]
         print(f"lucid-eval: decode {decode}: " + "; ".join(parts))
+    print(f"lucid-eval: report written to {args.output}")
+    return 0
+
+
+def _main_dota(args: argparse.Namespace) -> int:
+    """The DOTA Task-1 form (module docstring); unusable inputs raise `EvalInputError` (exit 2, one message)."""
+    from lucid_train.eval.dota import DotaFormatError, run_dota
+
+    try:
+        report = run_dota(args)
+    except DotaFormatError as exc:
+        raise EvalInputError(str(exc)) from exc
+    print(report["_table"])
+    print(
+        f"lucid-eval: DOTA Task1, {report['num_images']} images: mAP07 {report['mAP07']} mAP {report['mAP']}"
+    )
     print(f"lucid-eval: report written to {args.output}")
     return 0
 

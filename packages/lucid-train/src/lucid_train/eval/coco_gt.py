@@ -287,6 +287,10 @@ class CocoGroundTruth:
     def has_segmentation(self) -> bool:
         return any("segmentation" in a and a["segmentation"] for a in self.dataset["annotations"])
 
+    def has_rotated(self) -> bool:
+        """Whether the annotations carry rotated-box corners (key ``obb``, written for targets with rboxes)."""
+        return any("obb" in a for a in self.dataset["annotations"])
+
     def has_keypoints(self) -> bool:
         return any("keypoints" in a for a in self.dataset["annotations"])
 
@@ -329,6 +333,9 @@ def _annotations_of(image: GtImage, category_ids: Sequence[int], start_id: int) 
             f"{where}: masks are {tuple(masks.shape[1:])}, expected the original size {(image.height, image.width)}"
         )
     mask_api = _mask_api() if (polygons is not None or masks is not None) else None
+    rboxes = _as_numpy(getattr(targets, "rboxes", None))
+    difficult = _as_numpy(getattr(targets, "difficult", None))
+    obb_corners = _rotated_corners(rboxes, polygons, n, where) if rboxes is not None else None
     out: list[dict[str, Any]] = []
     for i in range(n):
         x1, y1, x2, y2 = (float(v) for v in boxes[i])
@@ -363,5 +370,27 @@ def _annotations_of(image: GtImage, category_ids: Sequence[int], start_id: int) 
                 kp = np.concatenate([kp, v[:, None]], axis=1)
             ann["keypoints"] = kp.reshape(-1).tolist()
             ann["num_keypoints"] = int(np.count_nonzero(kp[:, 2] > 0))
+        if obb_corners is not None:
+            ann["obb"] = obb_corners[i].reshape(-1).tolist()
+            ann["difficult"] = int(bool(difficult[i])) if difficult is not None and difficult.size == n else 0
         out.append(ann)
     return out
+
+
+def _rotated_corners(rboxes: np.ndarray, polygons: Any, n: int, where: str) -> np.ndarray:
+    """(n, 4, 2) float64 corners for rotated evaluation: the labelled quadrilateral where there is one (DOTA
+    scores the labelled polygon), else the corners of the rotated box (``lucid_core.geometry.rotated``)."""
+    import torch
+
+    from lucid_core.geometry.rotated import rboxes_to_polygons
+
+    rb = rboxes.astype(np.float64).reshape(-1, 5)
+    if rb.shape[0] != n:
+        raise GroundTruthError(f"{where}: {rb.shape[0]} rotated boxes but {n} labels")
+    corners = rboxes_to_polygons(torch.from_numpy(rb)).numpy()
+    if polygons is not None:
+        for i in range(n):
+            poly = _as_numpy(polygons[i]) if polygons[i] is not None else None
+            if poly is not None and poly.size == 8:
+                corners[i] = poly.astype(np.float64).reshape(4, 2)
+    return corners

@@ -1,4 +1,4 @@
-"""COCO-protocol scoring of `Detections` (bbox, segm, keypoints) with faster-coco-eval or pycocotools.
+"""COCO-protocol scoring of `Detections` (bbox, segm, keypoints, rotated) with faster-coco-eval or pycocotools.
 
 Protocol: cocodataset.org/#detection-eval and #keypoints-eval, as implemented by pycocotools `COCOeval`
 (evaluateImg / accumulate / summarize). Detections arrive per image in ORIGINAL image pixels with contiguous
@@ -16,6 +16,12 @@ Backends: ``"lucid"`` (the default: `lucid_train.eval.vectorized`, a numpy re-im
 accumulate on flat arrays, no per-detection dicts), ``"faster"`` (faster-coco-eval, C++ evaluateImg/accumulate
 behind Python ``loadRes``) and ``"pycocotools"`` (the reference; optional dependency, extra
 ``lucid-train[pycocotools]``). All three give identical statistics (tests/train/test_eval_parity.py).
+
+IoU type ``rotated`` (task obb, issue 17): the same protocol with the exact convex-polygon IoU of the rotated
+boxes (``lucid_core.geometry.polygon_iou``) instead of the box IoU; detection areas are the polygon areas and
+ground-truth objects flagged ``difficult`` (DOTA) are ignored like crowds (matched to, never counted). The
+ground truth carries the corners as annotation key ``obb`` (`CocoGroundTruth.from_source`); only the lucid
+backend scores it (pycocotools has no rotated IoU).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import numpy as np
 
 from lucid_train.eval.coco_gt import COCO_KPT_SIGMAS, CocoGroundTruth
 
-IOU_TYPES = ("bbox", "segm", "keypoints")
+IOU_TYPES = ("bbox", "segm", "keypoints", "rotated")
 BACKENDS = ("lucid", "faster", "pycocotools")
 
 DET_STAT_NAMES = ("AP", "AP50", "AP75", "APs", "APm", "APl", "AR{0}", "AR{1}", "AR{2}", "ARs", "ARm", "ARl")
@@ -207,6 +213,7 @@ class _ImageDetections:
     category_ids: np.ndarray
     rles: list[dict[str, Any]] | None = None
     keypoints: np.ndarray | None = None
+    polygons: np.ndarray | None = None  # (N, 4, 2) rotated-box corners, float64
 
 
 def _to_numpy(value: Any) -> np.ndarray:
@@ -239,12 +246,21 @@ class COCOEvaluator:
                 raise ValueError(f"iou_types must be among {IOU_TYPES}, got {iou_type!r}")
         if not self.iou_types:
             raise ValueError("iou_types is empty")
+        if "rotated" in self.iou_types and backend != "lucid":
+            raise ValueError(
+                f"iou_type 'rotated' is scored by backend 'lucid' only (pycocotools / faster-coco-eval have no "
+                f"rotated IoU), got backend {backend!r}"
+            )
         _backend_classes(backend)  # fail early on an unknown / unavailable backend
         self.backend = backend
         self.max_dets = tuple(int(d) for d in max_dets)
         if len(self.max_dets) != 3 or list(self.max_dets) != sorted(self.max_dets):
             raise ValueError(f"max_dets must be 3 increasing numbers (COCO's 1, 10, 100), got {max_dets}")
         self.kpt_max_dets = int(kpt_max_dets)
+        if "rotated" in self.iou_types and not gt.has_rotated():
+            raise ValueError(
+                "iou_types has 'rotated' but the ground truth has no rotated boxes (annotation 'obb')"
+            )
         if "segm" in self.iou_types and not gt.has_segmentation():
             raise ValueError("iou_types has 'segm' but the ground truth has no segmentation")
         self.kpt_sigmas: tuple[float, ...] | None = None
@@ -310,7 +326,25 @@ class COCOEvaluator:
             if kp.shape[2] == 2:
                 kp = np.concatenate([kp, np.ones_like(kp[..., :1])], axis=2)
             entry.keypoints = kp.reshape(n, kp.shape[1] * kp.shape[2])
+        if "rotated" in self.iou_types:
+            entry.polygons = self._rotated_polygons(image_id, detections.rboxes, n)
         self._images[coco_id] = entry
+
+    @staticmethod
+    def _rotated_polygons(image_id: Any, rboxes: Any, n: int) -> np.ndarray:
+        """(n, 4, 2) float64 corners of the detections' rotated boxes (``lucid_core.geometry.rotated``)."""
+        import torch
+
+        from lucid_core.geometry.rotated import rboxes_to_polygons
+
+        if rboxes is None:
+            if n:
+                raise ValueError(f"image {image_id}: rotated boxes are scored but the detections have none")
+            return np.zeros((0, 4, 2))
+        rb = torch.as_tensor(_to_numpy(rboxes), dtype=torch.float64).reshape(-1, 5)
+        if rb.shape[0] != n:
+            raise ValueError(f"image {image_id}: {rb.shape[0]} rotated boxes for {n} scores")
+        return rboxes_to_polygons(rb).numpy()
 
     def _encode_masks(self, coco_id: int, masks: Any, n: int) -> list[dict[str, Any]]:
         from faster_coco_eval.core import mask as mask_api
@@ -346,6 +380,10 @@ class COCOEvaluator:
                     out.append(
                         {"image_id": image_id, "category_id": cat, "segmentation": dict(rle), "score": score}
                     )
+            elif iou_type == "rotated":
+                polys = entry.polygons.reshape(-1, 8).tolist() if entry.polygons is not None else []
+                for poly, cat, score in zip(polys, cats, scores):
+                    out.append({"image_id": image_id, "category_id": cat, "obb": poly, "score": score})
             else:
                 kpts = entry.keypoints.tolist() if entry.keypoints is not None else []
                 for kp, cat, score in zip(kpts, cats, scores):
@@ -445,6 +483,12 @@ class COCOEvaluator:
             inst.keypoints = kpts
             x, y = kpts[:, 0::3], kpts[:, 1::3]
             inst.areas = (x.max(1) - x.min(1)) * (y.max(1) - y.min(1)) if len(kpts) else np.zeros(0)
+        elif iou_type == "rotated":
+            from lucid_train.eval.vectorized import polygon_areas
+
+            polys = [e.polygons if e.polygons is not None else np.zeros((0, 4, 2)) for e in entries]
+            inst.polygons = np.concatenate(polys) if polys else np.zeros((0, 4, 2))
+            inst.areas = polygon_areas(inst.polygons)
         return inst
 
     def _compute_vectorized(self, iou_type: str) -> IouTypeResult:
