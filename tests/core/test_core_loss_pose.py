@@ -58,12 +58,14 @@ def _cases(fx: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         yield str(name), case
 
 
-def _targets_key(results_key: str) -> str:
-    if "empty" in results_key:
-        return "targets_empty"
-    if "xy_only" in results_key:
-        return "targets_xy_only"
-    return "targets"
+def _targets_key(case: dict[str, Any], results_key: str) -> str:
+    """The case's targets entry a results key was computed from: ``targets``, ``targets_empty``,
+    ``targets_xy_only``, ... — the one whose extra words all appear in the results key (most words wins)."""
+    words = set(results_key.split("_"))
+    options = [k for k in case if k == "targets" or k.startswith("targets_")]
+    matching = [k for k in options if set(k.split("_")[1:]) <= words]
+    assert matching, f"no targets entry for results key {results_key!r} among {options}"
+    return max(matching, key=lambda k: len(k.split("_")))
 
 
 def _load_flow(state: dict[str, Any]) -> RealNVP:
@@ -295,7 +297,12 @@ def _check_branch(
 
 
 def _check_e2e(
-    case: dict[str, Any], records: dict[str, Any], targets_key: str, flow: RealNVP | None, with_sigma: bool
+    case: dict[str, Any],
+    records: dict[str, Any],
+    targets_key: str,
+    flow: RealNVP | None,
+    with_sigma: bool,
+    constants: dict[str, Any],
 ) -> None:
     meta = case["meta"]
     hyp = meta["hyp"]
@@ -304,7 +311,9 @@ def _check_e2e(
         _objective(meta, flow, "one2many"),
         _objective(meta, flow, "one2one"),
         BranchWeightSchedule(
-            epochs=int(hyp["epochs"]), o2m_init=float(case.get("e2e_constants", {}).get("o2m_init", 0.8))
+            epochs=int(hyp["epochs"]),
+            o2m_init=float(constants["o2m_init"]),
+            o2m_final=float(constants["final_o2m"]),
         ),
     )
     if "o2m_weight" in e2e:
@@ -361,7 +370,7 @@ def test_pose_loss_reproduces_every_case_of_the_file(fixture_file: dict[str, Any
         meta = case["meta"]
         torch.testing.assert_close(resolve_keypoint_sigmas(meta["kpt_shape"]), meta["sigmas"], rtol=0, atol=0)
         for results_key, records in case["results"].items():
-            targets_key = _targets_key(results_key)
+            targets_key = _targets_key(case, results_key)
             with_sigma = "no_sigma" not in results_key
             flow = _load_flow(flow_state) if meta["end2end"] else None
             try:
@@ -372,7 +381,8 @@ def test_pose_loss_reproduces_every_case_of_the_file(fixture_file: dict[str, Any
                 for branch in BRANCHES:
                     _check_branch(case, records[branch], targets_key, branch, flow, with_sigma)
                     checked += 1
-                _check_e2e(case, records, targets_key, flow, with_sigma)
+                constants = case.get("e2e_constants", fixture_file.get("e2e_constants"))
+                _check_e2e(case, records, targets_key, flow, with_sigma, constants)
             except AssertionError as err:
                 raise AssertionError(f"case {name!r}, results {results_key!r}: {err}") from err
     assert checked >= 2
