@@ -14,15 +14,17 @@ which switches the head to its one-to-many branch followed by class-aware NMS; o
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 import warnings
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torchvision.io import ImageReadMode, decode_image
 
 from lucid_core.checkpoint import load_checkpoint
@@ -144,6 +146,44 @@ def prepare_inference_model(
     return prepared, mode
 
 
+# model -> (its parameter signature, decode, device) -> prepared copy; entries die with their model.
+_Prepared = tuple[tuple[tuple[int, int, int], ...], YOLOModel, Literal["nms", "topk"]]
+_PREPARED: weakref.WeakKeyDictionary[YOLOModel, dict[tuple[Any, ...], _Prepared]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def parameter_signature(model: nn.Module) -> tuple[tuple[int, int, int], ...]:
+    """Identity and version of every parameter and buffer: ``(id, data_ptr, _version)`` per tensor.
+
+    Any change to the weights changes it — an optimizer step or ``load_state_dict`` bumps the in-place version
+    counter, replacing a tensor changes its identity — so a prepared copy keyed by it is never stale.
+    """
+    return tuple(
+        (id(t), t.data_ptr(), t._version) for t in itertools.chain(model.parameters(), model.buffers())
+    )
+
+
+def cached_inference_model(
+    model: YOLOModel, *, decode: DecodeChoice = None, device: str | torch.device | None = None
+) -> tuple[YOLOModel, Literal["nms", "topk"]]:
+    """:func:`prepare_inference_model` of ``model``, reused by later calls until its parameters change.
+
+    Repeated ``predict(model, image)`` calls therefore fuse the model once (issue 18); training the model, loading
+    other weights into it or replacing a tensor makes the next call prepare a fresh copy (the check is
+    :func:`parameter_signature`, not a flag to remember). Only the latest copy per (decode, device) is kept.
+    """
+    key = (decode, str(torch.device(device)) if device is not None else None)
+    signature = parameter_signature(model)
+    per_model = _PREPARED.setdefault(model, {})
+    entry = per_model.get(key)
+    if entry is not None and entry[0] == signature:
+        return entry[1], entry[2]
+    net, mode = prepare_inference_model(model, decode=decode, device=device)
+    per_model[key] = (signature, net, mode)
+    return net, mode
+
+
 def _to_original(det: Detections, info: LetterboxInfo) -> Detections:
     out = Detections(
         boxes=scale_boxes_back(det.boxes, info),
@@ -189,7 +229,7 @@ def predict(
     if device is None:
         first = next(model.parameters(), None)
         device = first.device if first is not None else torch.device("cpu")
-    net, mode = prepare_inference_model(model, decode=decode, device=device)
+    net, mode = cached_inference_model(model, decode=decode, device=device)
     return predict_prepared(
         net, images, mode=mode, imgsz=imgsz, conf=conf, iou=iou, max_det=max_det, device=device
     )

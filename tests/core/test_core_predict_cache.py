@@ -1,0 +1,53 @@
+"""``predict(model, image)`` prepares (copies + fuses) the model once and reuses it until its weights change
+(issue 18): the reuse is keyed by every tensor's identity and version counter, not by a flag."""
+
+from __future__ import annotations
+
+import torch
+
+from lucid_core.models import build_model
+from lucid_core.predict import cached_inference_model, parameter_signature, predict
+
+
+def _image() -> torch.Tensor:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randint(0, 256, (3, 64, 80), dtype=torch.uint8, generator=generator)
+
+
+def test_repeated_calls_reuse_the_prepared_copy_until_a_weight_changes() -> None:
+    model = build_model("yolov8", "detect", "n", num_classes=3).eval()
+    first, _ = cached_inference_model(model)
+    again, _ = cached_inference_model(model)
+    assert again is first
+    explicit, mode = cached_inference_model(model, decode="nms")  # an explicit decode is its own entry
+    assert mode == "nms" and cached_inference_model(model, decode="nms")[0] is explicit
+
+
+def test_an_in_place_update_or_a_loaded_state_prepares_a_fresh_copy() -> None:
+    model = build_model("yolo26", "detect", "n", num_classes=3).eval()
+    before = parameter_signature(model)
+    first, _ = cached_inference_model(model)
+    with torch.no_grad():
+        next(model.parameters()).add_(0.5)  # what an optimizer step does
+    assert parameter_signature(model) != before
+    second, _ = cached_inference_model(model)
+    assert second is not first
+    model.load_state_dict(model.state_dict())
+    assert cached_inference_model(model)[0] is not second
+
+
+def test_cached_predictions_equal_a_fresh_preparation() -> None:
+    model = build_model("yolov8", "detect", "n", num_classes=3).eval()
+    image = _image()
+    (warm,) = predict(model, image, imgsz=64, conf=0.0)
+    (again,) = predict(model, image, imgsz=64, conf=0.0)
+    torch.testing.assert_close(again.boxes, warm.boxes, rtol=0, atol=0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.01)
+    (changed,) = predict(model, image, imgsz=64, conf=0.0)
+    fresh = build_model("yolov8", "detect", "n", num_classes=3).eval()
+    fresh.load_state_dict(model.state_dict())
+    (reference,) = predict(fresh, image, imgsz=64, conf=0.0)
+    torch.testing.assert_close(changed.boxes, reference.boxes, rtol=0, atol=0)
+    torch.testing.assert_close(changed.scores, reference.scores, rtol=0, atol=0)
