@@ -62,7 +62,9 @@ def _assert_inside(t: Targets, hw: tuple[int, int]) -> None:
         x, y = t.keypoints[..., 0], t.keypoints[..., 1]
         assert ((x >= -tol) & (x <= w + tol) & (y >= -tol) & (y <= h + tol))[vis].all()
     if t.rboxes is not None and len(t):
-        assert ((t.rboxes[:, 4] >= 0) & (t.rboxes[:, 4] < math.pi / 2)).all()
+        # canonical form of the reference (fixture README, label convention): w >= h, θ ∈ [−π/4, 3π/4)
+        assert ((t.rboxes[:, 4] >= -math.pi / 4 - 1e-6) & (t.rboxes[:, 4] < 3 * math.pi / 4)).all()
+        assert (t.rboxes[:, 2] >= t.rboxes[:, 3] * (1 - 1e-5)).all()
         # the refit is the minimum-area rectangle of the clipped (inside) part: its centre is inside; its corners
         # may stick out where the cut is oblique (a rectangle around a corner-cut triangle), never its centre
         cx, cy = t.rboxes[:, 0], t.rboxes[:, 1]

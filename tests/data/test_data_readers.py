@@ -196,7 +196,8 @@ def test_dota_reader_headers_difficult_and_bad_lines(tmp_path: Path) -> None:
 def test_rbox_corner_round_trip_is_canonical(cx: float, cy: float, w: float, h: float, theta: float) -> None:
     corners = rbox_to_corners(np.array([[cx, cy, w, h, theta]]))
     rb = corners_to_rbox(corners)[0]
-    assert 0 <= rb[4] < math.pi / 2
+    # canonical form of the reference (fixture README, label convention): w >= h, θ ∈ [−π/4, 3π/4)
+    assert -math.pi / 4 - 1e-6 <= rb[4] < 3 * math.pi / 4 and rb[2] >= rb[3] * (1 - 1e-5)
     assert rb[2] * rb[3] == pytest.approx(w * h, rel=1e-3)
     back = rbox_to_corners(rb[None])[0]
     # same rectangle: every corner of one is a corner of the other

@@ -28,7 +28,12 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from lucid_data.augment.geometry import polygons_to_min_area_rboxes, scale_translation, warp_targets
+from lucid_data.augment.geometry import (
+    polygons_to_min_area_rboxes,
+    rboxes_to_corners,
+    scale_translation,
+    warp_targets,
+)
 from lucid_data.augment.letterbox import resize_long_side
 from lucid_data.augment.pipeline import AugmentConfig, AugmentPipeline
 from lucid_data.cache import RamImageCache
@@ -322,6 +327,11 @@ class DetectionDataset(Dataset[dict[str, Any]]):
                 rboxes = polygons_to_min_area_rboxes(t.polygons or [_box_polygon(b) for b in t.boxes]).astype(
                     np.float32
                 )
+            # the labelled polygons travel with the rotated boxes: augmentation moves and clips them and refits
+            # the box from them (reference behaviour, `lucid_data.augment.geometry`); else the box's corners
+            corners = rboxes_to_corners(rboxes).astype(np.float32)
+            given = t.polygons if t.polygons is not None else [np.zeros((0, 2), np.float32)] * len(t)
+            polygons = [p if len(p) >= 3 else corners[i] for i, p in enumerate(given)]
         return Targets(
             boxes=t.boxes,
             labels=t.labels,

@@ -4,7 +4,9 @@
 of coloured shapes on textured backgrounds; the class is the shape kind (circle, square, triangle, star, cross,
 ellipse, hexagon, pentagon — the first `num_classes`). Every annotation is exact because it is computed from the
 polygon that is drawn (cv2.fillPoly with 4 fractional bits): boxes are the polygon's hull, segment polygons are
-the drawn outline, OBB boxes are the shape's own rectangle (its local bounding box rotated with it) and pose has
+the drawn outline, OBB boxes are the shape's own rectangle (its local bounding box rotated with it; for obb the
+shapes are squashed along their local y axis by U(0.35, 0.75), so no rectangle is a square whose direction could not
+be seen — a rotated circle is an ellipse) and pose has
 5 keypoints per instance — the leftmost, rightmost, topmost and bottommost vertices and the centre — with
 `flip_idx = [1, 0, 2, 3, 4]` (left ↔ right on a horizontal flip).
 
@@ -27,6 +29,7 @@ import numpy as np
 import yaml
 
 from lucid_core.atomic import atomic_write_bytes
+from lucid_data.readers.geometry import canonical_rboxes
 
 __all__ = ["FLIP_IDX", "KEYPOINT_NAMES", "SHAPE_KINDS", "SynthConfig", "synthesize"]
 
@@ -34,6 +37,7 @@ SHAPE_KINDS = ("circle", "square", "triangle", "star", "cross", "ellipse", "hexa
 KEYPOINT_NAMES = ("leftmost", "rightmost", "topmost", "bottommost", "centre")
 FLIP_IDX = [1, 0, 2, 3, 4]
 TASKS = ("detect", "segment", "pose", "obb")
+OBB_ASPECT = (0.35, 0.75)  # default `aspect` of the obb synthesis (squashed shapes, non-square rectangles)
 
 
 def _regular(n: int, radius_y: float = 1.0, start: float = -math.pi / 2) -> np.ndarray:
@@ -96,6 +100,9 @@ class SynthConfig:
     noise: float = 8.0  # amplitude of the per-pixel noise added to the whole image
     image_format: Literal["jpg", "png"] = "jpg"
     jpeg_quality: int = 95
+    # height/width ratio range of a shape's local frame: each shape is squashed along its local y axis by
+    # U(*aspect) ((1, 1) = never; obb uses OBB_ASPECT so that every labelled rectangle shows its direction)
+    aspect: tuple[float, float] = (1.0, 1.0)
 
     def __post_init__(self) -> None:
         if not 1 <= self.num_classes <= len(SHAPE_KINDS):
@@ -110,6 +117,8 @@ class SynthConfig:
             raise ValueError(f"need 0 < min_size <= max_size < 1, got {self.min_size}, {self.max_size}")
         if self.imgsz < 32:
             raise ValueError(f"imgsz must be >= 32, got {self.imgsz}")
+        if not 0 < self.aspect[0] <= self.aspect[1] <= 1:
+            raise ValueError(f"aspect must satisfy 0 < low <= high <= 1, got {self.aspect}")
         if self.image_format not in ("jpg", "png"):
             raise ValueError(f'image_format must be "jpg" or "png", got {self.image_format!r}')
 
@@ -155,6 +164,8 @@ def _place(rng: np.random.Generator, cfg: SynthConfig) -> list[_Instance]:
         for _attempt in range(12):
             label = int(rng.integers(0, cfg.num_classes))
             unit = _UNIT_SHAPES[SHAPE_KINDS[label]]
+            if cfg.aspect != (1.0, 1.0):  # squashed shapes (obb): the rectangle's direction is visible
+                unit = unit * np.array([1.0, rng.uniform(*cfg.aspect)])
             half = rng.uniform(cfg.min_size, cfg.max_size) * s / 2
             theta = rng.uniform(0, 2 * math.pi) if cfg.rotate else 0.0
             cos, sin = math.cos(theta), math.sin(theta)
@@ -186,9 +197,8 @@ def _place(rng: np.random.Generator, cfg: SynthConfig) -> list[_Instance]:
             lc = (lmin + lmax) / 2
             rc = centre + rot @ lc
             w, h = lmax - lmin
-            rbox = np.array([rc[0], rc[1], w, h, theta % math.pi])
-            if rbox[4] >= math.pi / 2:  # canonical θ ∈ [0, π/2): (w, h, θ) ≡ (h, w, θ − π/2)
-                rbox = np.array([rc[0], rc[1], h, w, rbox[4] - math.pi / 2])
+            # the reference's canonical form: w the longer side, θ ∈ [−π/4, 3π/4) (lucid_data.readers.geometry)
+            rbox = canonical_rboxes(np.array([rc[0], rc[1], w, h, theta]))[0]
             placed.append(_Instance(label, poly, rbox, _random_color(rng)))
             boxes.append(box)
             break
@@ -268,12 +278,14 @@ def synthesize(
     """Write a synthetic YOLO dataset for `task` under `output`; return the path of its data YAML.
 
     Extra keyword options are `SynthConfig` fields (min_objects, max_objects, min_size, max_size, rotate,
-    background_contrast, noise, image_format, jpeg_quality).
+    background_contrast, noise, image_format, jpeg_quality, aspect — default `OBB_ASPECT` for obb).
     """
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
     if n_train < 1 or n_val < 0:
         raise ValueError(f"need n_train >= 1 and n_val >= 0, got {n_train}, {n_val}")
+    if task == "obb":
+        options.setdefault("aspect", OBB_ASPECT)
     cfg = SynthConfig(imgsz=imgsz, num_classes=num_classes, **options)  # type: ignore[arg-type]
     root = Path(output).resolve()
     suffix = ".jpg" if cfg.image_format == "jpg" else ".png"

@@ -5,7 +5,7 @@ image the targets belong to (the original image for readers, the network input a
 
 Rotated boxes follow the convention of `../shared/fixtures/README.md` (decoding section): `(cx, cy, w, h, θ)`
 with θ in radians and corners `c ± v1 ± v2`, `v1 = (w/2·cosθ, w/2·sinθ)`, `v2 = (−h/2·sinθ, h/2·cosθ)`, i.e. `w`
-is the side along direction θ. Readers emit the canonical form θ ∈ [0, π/2) (see `lucid_data.readers.geometry`).
+is the side along direction θ. Readers emit the canonical form w ≥ h, θ ∈ [−π/4, 3π/4) (see `lucid_data.readers.geometry`).
 """
 
 from __future__ import annotations

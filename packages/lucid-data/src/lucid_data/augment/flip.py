@@ -2,7 +2,7 @@
 
 A horizontal flip maps x → W − x for boxes (x1, x2 swapped), polygons and keypoints, and reorders keypoints with
 `flip_idx` (left ↔ right, data YAML of pose datasets); a rotated box keeps its centre mirrored and its direction
-θ → π − θ, then returns to the canonical θ ∈ [0, π/2). A vertical flip is the same on y without keypoint
+θ → π − θ, then returns to the canonical form (w ≥ h, θ ∈ [−π/4, 3π/4)). A vertical flip is the same on y without keypoint
 reordering. Both are involutions: flipping twice gives back the input exactly (up to float rounding).
 """
 

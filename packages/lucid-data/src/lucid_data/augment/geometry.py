@@ -6,11 +6,13 @@ Every annotation type follows the transform (issue 5, "Geometry follows every an
 - polygons: transformed vertex by vertex and clipped to the canvas rectangle with Sutherland–Hodgman
   (Sutherland & Hodgman, "Reentrant polygon clipping", CACM 1974); the box is recomputed from the clipped
   polygon, so segment boxes are exact;
-- rotated boxes `(cx, cy, w, h, θ)` (corner convention of `lucid_data.targets`): their 4 corners are treated as a
-  polygon, clipped, and refitted to a minimum-area rectangle (`cv2.minAreaRect`, rotating calipers); the result
-  is put in the canonical form θ ∈ [0, π/2) used by the readers (its centre is inside the canvas; where the cut is
-  oblique its corners may stick out, since the minimum-area rectangle of a corner-cut shape is not contained
-  in the canvas; the clipped polygon itself always is);
+- rotated boxes `(cx, cy, w, h, θ)` (corner convention of `lucid_data.targets`): their polygon — the labelled
+  corners when the instance has them (DOTA / YOLO-OBB quadrilaterals), else the box's own 4 corners — is
+  transformed, clipped to the canvas *as a polygon* (not as its envelope) and refitted to the minimum-area
+  rectangle in the reference's canonical form (`w` the longer side, θ ∈ [−π/4, 3π/4);
+  `lucid_data.readers.geometry`, fixture README "obb_loss_*.pt" label convention). Where the cut is oblique the
+  refitted rectangle's corners may stick out of the canvas (the minimum-area rectangle of a corner-cut shape is
+  not contained in it); the clipped polygon itself always is;
 - keypoints: transformed; any point outside the canvas is marked invisible (v = 0, x = y = 0).
 
 Degenerate instances are dropped with the reference-style candidate filter (documented augmentation defaults):
@@ -20,11 +22,11 @@ the clipped box must be wider and taller than 2 px, keep more than `area_thr` of
 
 from __future__ import annotations
 
-import math
-
-import cv2
 import numpy as np
 
+from lucid_data.readers.geometry import canonical_rboxes as _canonical_rboxes
+from lucid_data.readers.geometry import min_area_rboxes
+from lucid_data.readers.geometry import rboxes_to_corners as _rboxes_to_corners
 from lucid_data.targets import Targets
 
 __all__ = [
@@ -91,43 +93,24 @@ def clip_polygon(polygon: np.ndarray, width: float, height: float) -> np.ndarray
 
 def rboxes_to_corners(rboxes: np.ndarray) -> np.ndarray:
     """(N, 5) (cx, cy, w, h, θ) → (N, 4, 2) corners c+v1+v2, c+v1−v2, c−v1−v2, c−v1+v2 (fixture convention)."""
-    r = np.asarray(rboxes, dtype=np.float64).reshape(-1, 5)
-    c = r[:, None, :2]
-    cos, sin = np.cos(r[:, 4]), np.sin(r[:, 4])
-    v1 = np.stack((r[:, 2] / 2 * cos, r[:, 2] / 2 * sin), -1)[:, None]
-    v2 = np.stack((-r[:, 3] / 2 * sin, r[:, 3] / 2 * cos), -1)[:, None]
-    signs = np.array([[1, 1], [1, -1], [-1, -1], [-1, 1]], dtype=np.float64)
-    return c + signs[None, :, :1] * v1 + signs[None, :, 1:] * v2
+    return _rboxes_to_corners(rboxes)
 
 
 def canonical_rboxes(rboxes: np.ndarray) -> np.ndarray:
-    """Same rectangles with θ ∈ [0, π/2): θ mod π, then (w, h, θ) ≡ (h, w, θ − π/2) when θ ≥ π/2."""
-    r = np.asarray(rboxes, dtype=np.float64).reshape(-1, 5).copy()
-    theta = np.mod(r[:, 4], math.pi)
-    swap = theta >= math.pi / 2
-    theta = np.where(swap, theta - math.pi / 2, theta)
-    w = np.where(swap, r[:, 3], r[:, 2])
-    h = np.where(swap, r[:, 2], r[:, 3])
-    # values within float error of π/2 wrap to 0 with w, h swapped once more (same rectangle)
-    wrap = theta >= math.pi / 2 - 1e-12
-    theta = np.where(wrap, 0.0, theta)
-    w, h = np.where(wrap, h, w), np.where(wrap, w, h)
-    r[:, 2], r[:, 3], r[:, 4] = w, h, theta
-    return r
+    """Same rectangles in the reference's canonical form: `w` ≥ `h`, θ ∈ [−π/4, 3π/4) (float64)."""
+    return _canonical_rboxes(rboxes)
 
 
 def polygons_to_min_area_rboxes(polygons: list[np.ndarray]) -> np.ndarray:
-    """Minimum-area rectangle (cv2.minAreaRect) of each polygon as canonical (cx, cy, w, h, θ); (N, 5)."""
+    """Minimum-area rectangle of each polygon as canonical (cx, cy, w, h, θ); (N, 5) float64.
+
+    Polygons with fewer than 3 vertices give a zero row (dropped by the callers' size checks).
+    """
     out = np.zeros((len(polygons), 5), dtype=np.float64)
-    for i, poly in enumerate(polygons):
-        if len(poly) < 3:
-            continue
-        (cx, cy), _, _ = rect = cv2.minAreaRect(np.asarray(poly, dtype=np.float32).reshape(-1, 1, 2))
-        corners = cv2.boxPoints(rect).astype(np.float64)
-        e1 = corners[1] - corners[0]
-        e2 = corners[2] - corners[1]
-        out[i] = (cx, cy, np.hypot(*e1), np.hypot(*e2), math.atan2(e1[1], e1[0]))
-    return canonical_rboxes(out)
+    usable = [i for i, poly in enumerate(polygons) if len(poly) >= 3]
+    if usable:
+        out[usable] = min_area_rboxes([polygons[i] for i in usable])
+    return out
 
 
 def _hull_boxes(points: list[np.ndarray]) -> np.ndarray:
@@ -178,7 +161,10 @@ def warp_targets(
         return out
     mat = np.asarray(matrix, dtype=np.float64)
     if out.rboxes is not None:
-        shapes = list(transform_points(rboxes_to_corners(out.rboxes), mat))
+        # the labelled polygon when present (the reference transforms the label's vertices), else the corners
+        corners = rboxes_to_corners(out.rboxes)
+        polys = out.polygons if out.polygons is not None else [np.zeros((0, 2))] * n
+        shapes = [transform_points(p if len(p) >= 3 else c, mat) for p, c in zip(polys, corners)]
     elif out.polygons is not None:
         shapes = [transform_points(p, mat) for p in out.polygons]
     else:
@@ -197,13 +183,7 @@ def warp_targets(
         clipped = []
         valid = np.ones(n, dtype=bool)
     if out.polygons is not None:
-        if out.rboxes is not None:
-            out.polygons = [
-                clip_polygon(transform_points(p, mat), w, h).astype(np.float32) for p in out.polygons
-            ]
-            valid &= np.array([len(p) >= 3 for p in out.polygons])
-        else:
-            out.polygons = [c.astype(np.float32) for c in clipped]
+        out.polygons = [c.astype(np.float32) for c in clipped]
     if out.rboxes is not None:
         refit = polygons_to_min_area_rboxes(clipped)
         out.rboxes = refit.astype(np.float32)

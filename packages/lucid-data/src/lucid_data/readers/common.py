@@ -2,19 +2,18 @@
 
 Rotated boxes: `(cx, cy, w, h, θ)` with corners `c ± v1 ± v2`, `v1 = (w/2·cosθ, w/2·sinθ)`,
 `v2 = (−h/2·sinθ, h/2·cosθ)` (`../shared/fixtures/README.md`, OBB decoding). Readers fit them to labelled
-corners with OpenCV's `cv2.minAreaRect` (minimum-area enclosing rectangle, rotating calipers) and emit the
-canonical form θ ∈ [0, π/2): of the rectangle's two edge directions the one whose angle (mod π) lies in
-[0, π/2) is the `w` side.
+corners with the minimum-area enclosing rectangle and emit the reference's canonical form (`w` the longer side,
+θ ∈ [−π/4, 3π/4)); the conversion lives in `lucid_data.readers.geometry`.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import cv2
 import numpy as np
+
+from lucid_data.readers.geometry import min_area_rboxes
 
 __all__ = [
     "LabelError",
@@ -49,22 +48,11 @@ class LabelError(ValueError):
 
 
 def corners_to_rbox(corners: np.ndarray) -> np.ndarray:
-    """(M, P, 2) polygons (P ≥ 3, usually the 4 DOTA corners) → (M, 5) canonical (cx, cy, w, h, θ) float32."""
-    corners = np.asarray(corners, dtype=np.float32)
-    out = np.zeros((corners.shape[0], 5), dtype=np.float32)
-    for i, poly in enumerate(corners):
-        (cx, cy), _, _ = rect = cv2.minAreaRect(poly.reshape(-1, 1, 2))
-        pts = cv2.boxPoints(rect).astype(np.float64)
-        e1, e2 = pts[1] - pts[0], pts[2] - pts[1]
-        theta = math.atan2(e1[1], e1[0]) % math.pi
-        w, h = math.hypot(*e1), math.hypot(*e2)
-        if theta >= math.pi / 2:
-            theta -= math.pi / 2
-            w, h = h, w
-        if theta >= math.pi / 2 - 1e-7:  # rounding at the wrap-around: same rectangle, θ = 0
-            theta, w, h = 0.0, h, w
-        out[i] = (cx, cy, w, h, theta)
-    return out
+    """(M, P, 2) polygons (P ≥ 3, usually the 4 DOTA corners) → (M, 5) canonical (cx, cy, w, h, θ) float32.
+
+    Minimum-area enclosing rectangle in the reference's canonical form (`lucid_data.readers.geometry`).
+    """
+    return min_area_rboxes(np.asarray(corners, dtype=np.float64)).astype(np.float32)
 
 
 def rbox_to_corners(rboxes: np.ndarray) -> np.ndarray:
