@@ -101,18 +101,22 @@ def export_onnx(
     max_det: int = DEFAULT_MAX_DET,
     opset: int = DEFAULT_OPSET,
     fuse: bool = True,
+    half: bool = False,
 ) -> Path:
     """Export ``model`` (left untouched) to ``path``; see the module docstring for the graph's outputs.
 
     ``imgsz``: the fixed input size (int or ``(h, w)``, multiples of the largest stride); the batch dimension is
     dynamic when ``dynamic_batch``. ``fuse`` (default) exports the inference form: BatchNorm folded into the
-    convolutions and, for end-to-end models, only the one-to-one branch. Returns the written path.
+    convolutions and, for end-to-end models, only the one-to-one branch. ``half`` exports float16 weights with a
+    float16 ``images`` input (traced on the CPU in float16). Returns the written path.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     h, w = _input_hw(imgsz, max(model.strides))
     module = ExportModule(model, max_det=max_det, fuse=fuse)
-    example = torch.zeros(1, 3, h, w)
+    dtype = torch.float16 if half else torch.float32
+    module = module.to(dtype)
+    example = torch.zeros(1, 3, h, w, dtype=dtype)
     with torch.no_grad():
         sample = module(example)
     output_names = ["output0", "proto"] if isinstance(sample, tuple) else ["output0"]
