@@ -45,6 +45,9 @@ def test_sppf_shortcut_adds_the_input() -> None:
     plain, residual = SPPF(16, 16), SPPF(16, 16, shortcut=True)
     residual.load_state_dict(plain.state_dict())
     plain.eval(), residual.eval()
+    # the YOLO26 (shortcut) variant's 1x1 reduction has no activation (reference checkpoint yolo26n-seg-shapes.pt)
+    assert isinstance(residual.cv1.act, nn.Identity) and not isinstance(plain.cv1.act, nn.Identity)
+    plain.cv1.act = nn.Identity()
     x = torch.rand(1, 16, 8, 8)
     torch.testing.assert_close(residual(x), plain(x) + x)
 

@@ -119,7 +119,9 @@ class C3k2(C2f):
 class SPPF(nn.Module):
     """Spatial pyramid pooling, fast: 1x1 reduce to ``in/2``, ``n`` chained max-pools, concat, 1x1 to ``out``.
 
-    ``shortcut`` adds the input to the output when the channel counts agree.
+    ``shortcut`` (YOLO26) adds the input to the output when the channel counts agree, and its 1x1 reduction has no
+    activation (``cv1.act`` is ``Identity`` in the reference YOLO26 checkpoint ``shared/weights/yolo26n-seg-shapes.pt``;
+    with it the import reproduces ``fixtures/import_yolo26n-seg-shapes.pt`` to 1.5e-5 px instead of 2.2 px).
     """
 
     def __init__(
@@ -127,7 +129,7 @@ class SPPF(nn.Module):
     ) -> None:
         super().__init__()
         hidden = in_channels // 2
-        self.cv1 = Conv(in_channels, hidden, 1)
+        self.cv1 = Conv(in_channels, hidden, 1, act=not shortcut)
         self.cv2 = Conv(hidden * (n + 1), out_channels, 1)
         self.m = nn.MaxPool2d(kernel_size, 1, kernel_size // 2)
         self.n = n
