@@ -18,18 +18,45 @@ class _BiasOnly(nn.Module):
         self.bias = nn.Parameter(torch.zeros(size))
 
 
-class _FixtureModel(nn.Module):
-    """Parameter names/shapes of the fixture (conv3x3.weight, conv1x1.weight, bn_or_conv.bias, linear.weight)."""
+class _Holder(nn.Module):
+    """A module that only holds the parameters the fixture names under it."""
 
-    def __init__(self, shapes: dict[str, list[int]]) -> None:
-        super().__init__()
-        o, i, k, _ = shapes["conv3x3.weight"]
-        self.conv3x3 = nn.Conv2d(i, o, k, bias=False)
-        o, i, k, _ = shapes["conv1x1.weight"]
-        self.conv1x1 = nn.Conv2d(i, o, k, bias=False)
-        self.bn_or_conv = _BiasOnly(shapes["bn_or_conv.bias"][0])
-        o, i = shapes["linear.weight"]
-        self.linear = nn.Linear(i, o, bias=False)
+
+class _NormHolder(nn.BatchNorm1d):
+    """A normalisation layer (what routes a parameter to "bn") holding only the fixture's parameters."""
+
+    def __init__(self) -> None:
+        super().__init__(1, affine=False, track_running_stats=False)
+
+
+def _fixture_model(names: list[str], shapes: list[list[int]], routing: dict[str, str]) -> nn.Module:
+    """A module tree with exactly the fixture's parameter names and shapes.
+
+    A parameter routed to "bn" lives in a normalisation layer (the README's routing rule); every other one in a
+    plain holder module. Names may be nested (``a.b.weight``); each dotted prefix becomes a submodule.
+    """
+    modules: dict[str, nn.Module] = {"": _Holder()}
+    norm_owners = {name.rpartition(".")[0] for name in names if routing[name] == "bn"}
+    for name, shape in zip(names, shapes, strict=True):
+        owner, _, leaf = name.rpartition(".")
+        parts = owner.split(".") if owner else []
+        for depth in range(1, len(parts) + 1):
+            path = ".".join(parts[:depth])
+            if path not in modules:
+                parent = modules[".".join(parts[: depth - 1])]
+                child = _NormHolder() if path in norm_owners else _Holder()
+                parent.add_module(parts[depth - 1], child)
+                modules[path] = child
+        modules[owner].register_parameter(leaf, nn.Parameter(torch.zeros(shape)))
+    return modules[""]
+
+
+def _batch_for_decay(weight_decay: float, decayed: float) -> int:
+    """The batch size whose scaled decay (README: weight_decay · batch · accumulate / 64) is the fixture's."""
+    for batch in range(1, 1025):
+        if scaled_weight_decay(weight_decay, batch) == pytest.approx(decayed, rel=1e-12):
+            return batch
+    raise AssertionError(f"no batch size gives decay {decayed} from weight_decay {weight_decay}")
 
 
 class _SmallNet(nn.Module):
@@ -49,19 +76,27 @@ def test_musgd_groups_reproduce_fixture(shared_dir: Path) -> None:
     )
     opt_fx = fx["optimizer"]
     hyp = opt_fx["hyperparameters"]
-    model = _FixtureModel(dict(zip(opt_fx["param_names"], opt_fx["param_shapes"], strict=True)))
-    # README: "decay = weight_decay · batch · accumulate / nbs (0.0005 for batch 16)", i.e. factor 1 at batch 16.
+    names, routing = list(opt_fx["param_names"]), dict(opt_fx["routing"])
+    model = _fixture_model(names, opt_fx["param_shapes"], routing)
+    assert sorted(n for n, _ in model.named_parameters()) == sorted(names)
+    boosted = {n for g in opt_fx["param_groups"] if g["lr_boosted_x3"] for n in g["param_names"]}
+    decays = {g["weight_decay"] for g in opt_fx["param_groups"] if g.get("weight_decay")}
+    assert len(decays) <= 1
+    batch = _batch_for_decay(hyp["weight_decay"], decays.pop()) if decays else 64
     groups = build_param_groups(
         model,
         optimizer="MuSGD",
         lr=hyp["lr"],
         momentum=hyp["momentum"],
         weight_decay=hyp["weight_decay"],
-        batch_size=16,
+        batch_size=batch,
+        boost=boosted.__contains__,
     )
     assert len(groups) == len(opt_fx["param_groups"])
     for ours, ref in zip(groups, opt_fx["param_groups"], strict=True):
-        assert {k: ours[k] for k in ref} == ref
+        plain = {k: v for k, v in ref.items() if k != "param_names"}
+        assert {k: ours[k] for k in plain} == plain
+        assert sorted(ours["param_names"]) == sorted(ref["param_names"])
         assert ("weight_decay" in ours) == ("weight_decay" in ref) and ("use_muon" in ours) == (
             "use_muon" in ref
         )
