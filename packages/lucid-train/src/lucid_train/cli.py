@@ -34,12 +34,21 @@ from typing import Any
 
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
+from lucid_core.cli_errors import run_cli
 from lucid_train.callbacks import EpochStateCallback, RunArtifacts
 from lucid_train.datamodule import DetectionDataModule
 from lucid_train.errors import TrainingSetupError
 from lucid_train.loggers import RunDirConfig, default_loggers, resolve_logger_dirs, with_logger_save_dir
 from lucid_train.module import DetectionLitModule
 from lucid_train.recipe import EMAConfig, LossConfig, OptimizerConfig
+from lucid_train.run_dir import claim_run_dir
+from lucid_train.validation import (
+    KNOWN_ERRORS,
+    check_training_checkpoint,
+    is_url,
+    refuse_unsafe_flags,
+    validate_settings,
+)
 
 #: the settings of the embedded default run (synthetic shapes, yolo26 n, CPU); see the module docstring.
 EMBEDDED_DEFAULT_CONFIG = Path(__file__).with_name("configs") / "shapes_default.yaml"
@@ -104,8 +113,25 @@ class LucidTrainCLI(LightningCLI):
         parser.link_arguments("data.names", "model.names", apply_on="instantiate")
         parser.link_arguments("data.imgsz", "model.imgsz", apply_on="instantiate")
 
+    @staticmethod
+    def subcommands() -> dict[str, set[str]]:
+        """Lightning's subcommands without ``--weights_only``: checkpoints always load with ``weights_only=True``."""
+        return {name: {*skipped, "weights_only"} for name, skipped in LightningCLI.subcommands().items()}
+
+    def _prepare_subcommand_kwargs(self, subcommand: str) -> dict[str, Any]:
+        kwargs = super()._prepare_subcommand_kwargs(subcommand)
+        kwargs["weights_only"] = True  # tensors and plain data only: loading a checkpoint never runs its code
+        return kwargs
+
     def _parse_ckpt_path(self) -> None:
-        """Resume takes its hyper-parameters from the command line/config, not from the checkpoint's copy."""
+        """Check ``--ckpt_path`` (local, safe, a checkpoint); hyper-parameters come from the command line/config.
+
+        Resume takes its hyper-parameters from the command line/config, not from the checkpoint's copy.
+        """
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if ckpt_path:
+            check_training_checkpoint(str(ckpt_path))
 
     def instantiate_classes(self) -> None:
         """A ``--trainer.logger`` given without ``save_dir`` logs into the run directory, now final."""
@@ -128,12 +154,14 @@ class LucidTrainCLI(LightningCLI):
         if trainer.get("max_epochs") is None:
             shapes_epochs = int(embedded_default()["trainer"]["max_epochs"])
             trainer.max_epochs = shapes_epochs if config.data.get("root") is None else DEFAULT_EPOCHS
+        validate_settings(config)
         configured = Path(trainer.get("default_root_dir") or DEFAULT_RUN_DIR)
         if subcommand == "fit":
             if not config.get("ckpt_path"):  # a resumed run continues in its own directory
-                trainer.default_root_dir = str(_fresh_run_dir(configured, "last.ckpt"))
+                trainer.default_root_dir = str(claim_run_dir(configured, "last.ckpt"))
         elif subcommand is not None:
-            trainer.default_root_dir = str(_evaluation_run_dir(configured, subcommand))
+            base = _evaluation_run_base(configured, subcommand)
+            trainer.default_root_dir = str(claim_run_dir(base, "config.yaml"))
 
 
 def _fresh_run_dir(path: Path, marker: str) -> Path:
@@ -146,6 +174,13 @@ def _fresh_run_dir(path: Path, marker: str) -> Path:
     return path.parent / f"{path.name}{n}"
 
 
+def _evaluation_run_base(configured: Path, subcommand: str) -> Path:
+    """Where :func:`_evaluation_run_dir` starts its search (``<parent>/<subcommand>`` or ``configured``)."""
+    if configured == Path(DEFAULT_RUN_DIR) or (configured / "config.yaml").exists():
+        return configured.parent / subcommand
+    return configured
+
+
 def _evaluation_run_dir(configured: Path, subcommand: str) -> Path:
     """The run directory of ``validate``/``test``/``predict``: their own, never a training run's.
 
@@ -155,9 +190,7 @@ def _evaluation_run_dir(configured: Path, subcommand: str) -> Path:
     config given as ``--config``) become ``<parent>/<subcommand>`` (``runs/validate``); an explicit new directory
     is used as given. Either way the first of ``dir``, ``dir2``, ... without a ``config.yaml`` is taken.
     """
-    if configured == Path(DEFAULT_RUN_DIR) or (configured / "config.yaml").exists():
-        configured = configured.parent / subcommand
-    return _fresh_run_dir(configured, "config.yaml")
+    return _fresh_run_dir(_evaluation_run_base(configured, subcommand), "config.yaml")
 
 
 def _check_config_files(args: list[str]) -> None:
@@ -192,13 +225,42 @@ def _check_config_files(args: list[str]) -> None:
             )
 
 
+def _option_value(args: list[str], option: str) -> str | None:
+    """The value of ``option`` (``--x v`` or ``--x=v``) in ``args``; the last one wins, as in the parser."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == option and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(f"{option}="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
 def with_embedded_default(args: list[str]) -> list[str]:
-    """``args`` with ``--config EMBEDDED_DEFAULT_CONFIG`` after the subcommand when no data and no config is given."""
+    """``args`` with a ``--config`` after the subcommand when neither data nor a config is given.
+
+    With ``--ckpt_path`` alone that is the run's own ``config.yaml`` next to the checkpoint (a resume continues the
+    run it belongs to, issue 13); without a checkpoint it is :data:`EMBEDDED_DEFAULT_CONFIG`.
+    """
     if not args or args[0] not in SUBCOMMANDS:
         return args
     user_options = ("--data.root", "--data", "--config", "-c")
     if any(arg in user_options or arg.startswith(tuple(f"{o}=" for o in user_options)) for arg in args[1:]):
         return args
+    ckpt_path = _option_value(args, "--ckpt_path")
+    if ckpt_path and not is_url(ckpt_path):
+        run_config = Path(ckpt_path).parent / "config.yaml"
+        if not run_config.is_file():
+            raise TrainingSetupError(
+                f"--ckpt_path {ckpt_path}: no --config given and the checkpoint's run directory has no "
+                f"config.yaml ({run_config}); pass the run's settings, e.g. --config <run dir>/config.yaml "
+                "(written by lucid-train fit), or --data.root and the model flags it was trained with."
+            )
+        print(
+            f"lucid-train: --ckpt_path {ckpt_path}: using the run's own --config {run_config}",
+            file=sys.stderr,
+        )
+        return [args[0], "--config", str(run_config), *args[1:]]
     return [args[0], "--config", str(EMBEDDED_DEFAULT_CONFIG), *args[1:]]
 
 
@@ -228,16 +290,17 @@ def main(argv: list[str] | None = None) -> int:
     if args[0] == "predict":
         print(PREDICT_REMOVED, file=sys.stderr)
         return 2
-    args = with_embedded_default(args)
     # Lightning 2.6's own use of a torch pytree API that torch deprecated; nothing a user can act on.
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
-    try:
-        _check_config_files(args)
-        build_cli(args)
-    except TrainingSetupError as exc:
-        print(f"lucid-train: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+
+    def body() -> int:
+        refuse_unsafe_flags(args)
+        completed = with_embedded_default(args)
+        _check_config_files(completed)
+        build_cli(completed)
+        return 0
+
+    return run_cli("lucid-train", body, extra_known=KNOWN_ERRORS)
 
 
 if __name__ == "__main__":  # pragma: no cover
