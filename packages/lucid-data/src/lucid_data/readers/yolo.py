@@ -142,7 +142,7 @@ def _read_kpt_sigmas(yaml_path: Path, raw: dict[str, Any], num_keypoints: int | 
 
 def read_data_yaml(path: str | Path) -> YoloDataConfig:
     path = Path(path)
-    with path.open("r", encoding="utf-8") as f:
+    with path.open("r", encoding="utf-8-sig") as f:
         raw = yaml.safe_load(f)
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: a data YAML must be a mapping with path/train/val/names")
@@ -159,7 +159,7 @@ def list_images(spec: str | Path | Sequence[str | Path], root: Path) -> list[Pat
         return sorted(q for q in p.rglob("*") if q.suffix.lower() in IMAGE_SUFFIXES and q.is_file())
     if p.suffix == ".txt" and p.is_file():
         out = []
-        for line in p.read_text(encoding="utf-8").splitlines():
+        for line in p.read_text(encoding="utf-8-sig").splitlines():
             line = line.strip()
             if line:
                 q = Path(line)
@@ -268,7 +268,8 @@ def parse_label_file(
     keypoints: list[np.ndarray] = []
     corners: list[np.ndarray] = []
     scale = np.array([w, h], dtype=np.float64)
-    lines = label_path.read_text(encoding="utf-8").splitlines() if label_path.is_file() else []
+    # utf-8-sig: a label file saved with a UTF-8 byte-order mark (Windows editors) reads like one without
+    lines = label_path.read_text(encoding="utf-8-sig").splitlines() if label_path.is_file() else []
     if task == "pose" and kpt_shape is None:
         raise ValueError(f"{label_path}: pose labels need kpt_shape (set it in the data YAML)")
     for lineno, line in enumerate(lines, start=1):
@@ -383,7 +384,7 @@ def infer_yolo_task(label_paths: Sequence[Path], kpt_shape: tuple[int, int] | No
     counts: set[int] = set()
     for path in label_paths[:limit]:
         if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
+            for line in path.read_text(encoding="utf-8-sig").splitlines():
                 if line.strip():
                     counts.add(len(line.split()))
     counts = {c for c in counts if c >= 5}  # shorter lines are malformed whatever the task

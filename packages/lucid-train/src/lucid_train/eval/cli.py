@@ -19,7 +19,6 @@ one message naming the file / field / value. The report is written atomically (`
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -173,16 +172,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from lucid_train.eval.dota import dota_mode_requested
+    from lucid_core.cli_errors import run_cli
+    from lucid_train.validation import KNOWN_ERRORS
 
     args = _parser().parse_args(argv)
-    try:
-        if dota_mode_requested(args):
-            return _main_dota(args)
-        report = run(args)
-    except EvalInputError as exc:
-        print(f"lucid-eval: error: {exc}", file=sys.stderr)
-        return 2
+    return run_cli("lucid-eval", lambda: _main(args), extra_known=(EvalInputError, *KNOWN_ERRORS))
+
+
+def _main(args: argparse.Namespace) -> int:
+    from lucid_core.checkpoint import checkpoint_paths
+    from lucid_core.cli_errors import refuse_overwrite
+    from lucid_train.eval.dota import dota_mode_requested
+
+    if dota_mode_requested(args):
+        return _main_dota(args)
+    if not args.weights or not args.data:
+        raise EvalInputError("--weights and --data are required (or --dota-labels for the DOTA protocol)")
+    refuse_overwrite("--output", args.output, [*checkpoint_paths(args.weights), args.data])
+    report = run(args)
     parts = [
         f"{t}: mAP50 {v['mAP50']:.4f} mAP50-95 {v['mAP50-95']:.4f}" for t, v in report["iou_types"].items()
     ]
