@@ -22,13 +22,9 @@ import torch
 from torch import Tensor
 
 from lucid_accel.kernels import assign as kernels
-from lucid_accel.notices import FallbackNotices
+from lucid_accel.notices import FallbackNotices, tracing
 
 PATH = "fused_assignment"
-
-
-def _tracing() -> bool:
-    return bool(torch.compiler.is_compiling() or torch.jit.is_tracing())
 
 
 class FusedAssigner:
@@ -58,7 +54,7 @@ class FusedAssigner:
             return f"dtypes {sorted(str(d) for d in dtypes)} (the kernels take float32)"
         if gt_bboxes.shape[-1] != 4:
             return f"boxes with {gt_bboxes.shape[-1]} coordinates (the kernels take xyxy)"
-        if _tracing():
+        if tracing():
             return "tracing/compiling"
         if kernels.pow_mode(self.inner.alpha) is None or kernels.pow_mode(self.inner.beta) is None:
             return f"exponents alpha={self.inner.alpha}, beta={self.inner.beta}"

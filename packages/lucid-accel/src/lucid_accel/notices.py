@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import warnings
 
+import torch
+
 
 class AccelFallbackWarning(UserWarning):
     """A requested fast path is not taken; the native path runs instead (results are unchanged)."""
@@ -28,3 +30,9 @@ class FallbackNotices:
 
     def warned(self, path: str) -> bool:
         return path in self.reasons
+
+
+def tracing() -> bool:
+    """True inside ``torch.compile`` / ``torch.jit.trace``: fast paths with side buffers do not apply there."""
+    is_tracing = getattr(torch.jit, "is_tracing", None)
+    return bool(torch.compiler.is_compiling() or (is_tracing is not None and is_tracing()))

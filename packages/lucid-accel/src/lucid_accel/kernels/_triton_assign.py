@@ -53,7 +53,7 @@ class _HostLibdevice:
 if INTERPRETED:
     libdevice: Any = _HostLibdevice
 else:  # pragma: no cover - GPU only
-    from triton.language.extra import libdevice
+    from triton.language.extra import libdevice  # type: ignore[no-redef]
 
 
 @triton.jit

@@ -1,0 +1,288 @@
+"""``--accel.capture_network``: the network's training forward + backward replayed as CUDA graphs (issue 19).
+
+:class:`CapturedNetwork` is called instead of ``model(images)`` in a training step. Per input signature (shape,
+dtype, strides, device, autocast state) it records, once, a forward graph and a backward graph of the model on
+owned input/output buffers (``torch.cuda.graph``, the recipe of ``torch.cuda.make_graphed_callables``: a few
+warm-up iterations on a side stream, then capture into a shared private pool). Each call copies the images into
+the owned input, replays the forward and returns the model's output structure (e.g. ``TrainOutput``) around the
+owned output tensors; the loss's backward replays the backward graph and hands the parameter gradients to
+autograd, which accumulates them exactly as the native backward would (``p.grad`` set, or ``+=`` when present).
+Targets, assignment, loss, optimizer and EMA stay eager.
+
+Identity with the native step:
+
+* warm-up runs the network, so every buffer (BatchNorm running statistics, ``num_batches_tracked``) is saved
+  before and restored after it; the recorded graph then updates them on every replay exactly like an eager
+  forward;
+* an output the objective does not use gets no gradient: the parameters reachable only from unused outputs get
+  no gradient at all (``p.grad`` stays ``None``, no materialised zeros that would advance optimizer state);
+* a new signature (last batch, close_mosaic, rect shapes) records a new pair of graphs (at most
+  ``max_recordings``, least recently used dropped).
+
+The native forward runs instead — with one warning — on CPU/MPS, without CUDA graphs, in eval mode or without
+grad, while tracing/compiling, under distributed training, or when recording/first replay fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from lucid_accel.notices import FallbackNotices, tracing
+
+PATH = "capture_network"
+WARMUP_ITERATIONS = 3
+
+
+def flatten_tensors(value: Any) -> list[Tensor]:
+    """Every tensor inside ``value`` (dataclasses, dicts, lists, tuples), depth first in field/key order."""
+    out: list[Tensor] = []
+    _collect(value, out)
+    return out
+
+
+def _collect(value: Any, out: list[Tensor]) -> None:
+    if isinstance(value, Tensor):
+        out.append(value)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            _collect(getattr(value, f.name), out)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _collect(v, out)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _collect(v, out)
+
+
+def rebuild(template: Any, tensors: Iterator[Tensor]) -> Any:
+    """``template`` with its tensors replaced, in :func:`flatten_tensors` order, by ``tensors``."""
+    if isinstance(template, Tensor):
+        return next(tensors)
+    if dataclasses.is_dataclass(template) and not isinstance(template, type):
+        values = {f.name: rebuild(getattr(template, f.name), tensors) for f in dataclasses.fields(template)}
+        init = {f.name: values[f.name] for f in dataclasses.fields(template) if f.init}
+        rebuilt = dataclasses.replace(template, **init)
+        for f in dataclasses.fields(template):
+            if not f.init:
+                object.__setattr__(rebuilt, f.name, values[f.name])
+        return rebuilt
+    if isinstance(template, dict):
+        return {k: rebuild(v, tensors) for k, v in template.items()}
+    if isinstance(template, list):
+        return [rebuild(v, tensors) for v in template]
+    if isinstance(template, tuple):
+        items = [rebuild(v, tensors) for v in template]
+        return type(template)(*items) if hasattr(template, "_fields") else tuple(items)
+    return template
+
+
+def _reachable_parameters(output: Tensor, index: dict[int, int]) -> frozenset[int]:
+    """Indices (into the trained parameters) of the leaves ``output``'s autograd graph accumulates into."""
+    found: set[int] = set()
+    seen: set[int] = set()
+    stack: list[Any] = [output.grad_fn] if output.grad_fn is not None else []
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, Tensor) and id(variable) in index:
+            found.add(index[id(variable)])
+        stack.extend(next_node for next_node, _ in node.next_functions if next_node is not None)
+    return frozenset(found)
+
+
+def _autocast_state(device_type: str) -> tuple[bool, torch.dtype]:
+    return torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type)
+
+
+@dataclasses.dataclass
+class Recording:
+    """One signature's graphs and owned buffers."""
+
+    forward_graph: Any
+    backward_graph: Any
+    static_input: Tensor
+    template: Any  # the model output structure, for rebuild()
+    outputs: list[Tensor]  # every output tensor (owned by the graph pool)
+    differentiable: list[int]  # indices into outputs that require grad
+    grad_outputs: list[Tensor]  # owned buffers the backward graph reads, one per differentiable output
+    grads: list[Tensor | None]  # owned parameter gradients the backward graph writes (None: never reached)
+    reach: list[frozenset[int]]  # per differentiable output: parameters it reaches
+    param_ptrs: tuple[int, ...]
+
+
+class _Replay(torch.autograd.Function):
+    """Forward: replay the forward graph. Backward: replay the backward graph and return its gradients."""
+
+    @staticmethod
+    def forward(ctx: Any, owner: Any, recording: Recording, images: Tensor, *params: Tensor) -> Any:
+        ctx.set_materialize_grads(False)
+        ctx.recording = recording
+        ctx.owner = owner
+        recording.static_input.copy_(images)
+        recording.forward_graph.replay()
+        return tuple(recording.outputs[i].detach() for i in recording.differentiable)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, *grads: Tensor | None) -> Any:
+        recording: Recording = ctx.recording
+        used: set[int] = set()
+        for k, (buffer, grad) in enumerate(zip(recording.grad_outputs, grads, strict=True)):
+            if grad is None:
+                buffer.zero_()
+            else:
+                used |= recording.reach[k]
+                if grad.data_ptr() != buffer.data_ptr():
+                    buffer.copy_(grad)
+        if any(g is None for g in grads):
+            ctx.owner.notices.fallback(
+                "capture_network (outputs without gradient)",
+                "an output the objective does not use: parameters reached only from such outputs get no "
+                "gradient, as natively; the others' gradients include that output's zero contribution",
+            )
+        recording.backward_graph.replay()
+        param_grads = tuple(
+            g if (g is not None and i in used) else None for i, g in enumerate(recording.grads)
+        )
+        return (None, None, None, *param_grads)
+
+
+class CapturedNetwork:
+    """Calls ``model(images)`` through recorded CUDA graphs where they apply (see the module docstring)."""
+
+    def __init__(
+        self, model: nn.Module, notices: FallbackNotices | None = None, max_recordings: int = 3
+    ) -> None:
+        self.model = model
+        self.notices = notices if notices is not None else FallbackNotices()
+        self.max_recordings = int(max_recordings)
+        self.recordings: OrderedDict[tuple[Any, ...], Recording] = OrderedDict()
+        self.disabled = False
+        self.recorded = 0  # how many signatures were recorded (for tests/benchmarks)
+
+    def why_not(self, images: Tensor) -> str | None:
+        """The reason the graphs do not apply to this call, or None when they do."""
+        if self.disabled:
+            return "disabled after a failed recording or replay"
+        if images.device.type != "cuda":
+            return f"device {images.device.type} (CUDA graphs need CUDA)"
+        if not hasattr(torch.cuda, "CUDAGraph"):
+            return "this torch build has no CUDA graphs"
+        if tracing():
+            return "tracing/compiling"
+        if not self.model.training or not torch.is_grad_enabled():
+            return "not a training forward (eval mode or no grad)"
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            return "distributed training"
+        return None
+
+    def __call__(self, images: Tensor) -> Any:
+        reason = self.why_not(images)
+        if reason is not None:
+            self.notices.fallback(PATH, reason)
+            return self.model(images)
+        params: list[Tensor] = [p for p in self.model.parameters() if p.requires_grad]
+        key = (
+            tuple(images.shape),
+            images.stride(),
+            images.dtype,
+            images.device,
+            _autocast_state(images.device.type),
+            len(params),
+        )
+        recording = self.recordings.get(key)
+        if recording is not None and recording.param_ptrs != tuple(p.data_ptr() for p in params):
+            del self.recordings[key]  # parameters were replaced: the graphs point at stale storage
+            recording = None
+        try:
+            if recording is None:
+                recording = self._record(images, params)
+                self.recordings[key] = recording
+                while len(self.recordings) > self.max_recordings:
+                    self.recordings.popitem(last=False)
+            else:
+                self.recordings.move_to_end(key)
+            outputs = _Replay.apply(self, recording, images, *params)
+        except Exception as exc:  # a first recording/replay failure: native for the rest of the run
+            self.disabled = True
+            self.recordings.clear()
+            self.notices.fallback(PATH, f"recording failed: {type(exc).__name__}: {exc}")
+            return self.model(images)
+        tensors = list(recording.outputs)
+        for i, out in zip(recording.differentiable, outputs, strict=True):
+            tensors[i] = out
+        return rebuild(recording.template, iter(tensors))
+
+    def _autocast(self, device_type: str) -> contextlib.AbstractContextManager[Any]:
+        enabled, dtype = _autocast_state(device_type)
+        if not enabled:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type, dtype=dtype, cache_enabled=False)
+
+    def _record(self, images: Tensor, params: list[Tensor]) -> Recording:
+        model = self.model
+        buffers = list(model.buffers())
+        saved = [b.detach().clone() for b in buffers]
+        static_input = images.detach().clone()
+        index = {id(p): i for i, p in enumerate(params)}
+        stream = torch.cuda.Stream(device=images.device)  # type: ignore[no-untyped-call]
+        stream.wait_stream(torch.cuda.current_stream(images.device))
+        try:
+            with torch.cuda.stream(stream), self._autocast(images.device.type):
+                for _ in range(WARMUP_ITERATIONS):
+                    flat = flatten_tensors(model(static_input))
+                    wanted = [t for t in flat if t.requires_grad]
+                    torch.autograd.grad(
+                        wanted, params, grad_outputs=[torch.zeros_like(t) for t in wanted], allow_unused=True
+                    )
+                    del flat, wanted
+            torch.cuda.current_stream(images.device).wait_stream(stream)
+        finally:
+            with torch.no_grad():
+                for buffer, value in zip(buffers, saved, strict=True):
+                    buffer.copy_(value)
+        # one private pool per recording: recordings replay in any order, so they must not share memory
+        pool = torch.cuda.graph_pool_handle()
+        forward_graph = torch.cuda.CUDAGraph()
+        mode = "thread_local"  # data-loader threads may touch CUDA while this thread captures
+        with (
+            torch.cuda.graph(forward_graph, pool=pool, capture_error_mode=mode),
+            self._autocast(images.device.type),
+        ):
+            template = model(static_input)
+        outputs = flatten_tensors(template)
+        differentiable = [i for i, t in enumerate(outputs) if t.requires_grad]
+        reach = [_reachable_parameters(outputs[i], index) for i in differentiable]
+        grad_outputs = [torch.empty_like(outputs[i]) for i in differentiable]
+        backward_graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(backward_graph, pool=pool, capture_error_mode=mode):
+            grads = torch.autograd.grad(
+                [outputs[i] for i in differentiable],
+                params,
+                grad_outputs=grad_outputs,
+                only_inputs=True,
+                allow_unused=True,
+            )
+        self.recorded += 1
+        return Recording(
+            forward_graph=forward_graph,
+            backward_graph=backward_graph,
+            static_input=static_input,
+            template=template,
+            outputs=[t.detach() for t in outputs],
+            differentiable=differentiable,
+            grad_outputs=grad_outputs,
+            grads=list(grads),
+            reach=reach,
+            param_ptrs=tuple(p.data_ptr() for p in params),
+        )
