@@ -35,6 +35,7 @@ from typing import Any
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from lucid_core.cli_errors import run_cli
+from lucid_train.accel import AccelFlags
 from lucid_train.callbacks import EpochStateCallback, RunArtifacts
 from lucid_train.datamodule import DetectionDataModule
 from lucid_train.errors import TrainingSetupError
@@ -109,6 +110,8 @@ class LucidTrainCLI(LightningCLI):
         parser.link_arguments("optimizer", "model.optimizer", compute_fn=_to_plain(OptimizerConfig))
         parser.link_arguments("ema", "model.ema", compute_fn=_to_plain(EMAConfig))
         parser.link_arguments("loss", "model.loss", compute_fn=_to_plain(LossConfig))
+        parser.add_class_arguments(AccelFlags, "accel")  # lucid-accel fast paths (lucid_train.accel)
+        parser.link_arguments("accel", "model.accel", compute_fn=_to_plain(AccelFlags))
         parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
         parser.link_arguments("data.names", "model.names", apply_on="instantiate")
         parser.link_arguments("data.imgsz", "model.imgsz", apply_on="instantiate")
