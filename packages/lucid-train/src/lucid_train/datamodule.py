@@ -112,6 +112,25 @@ def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None) -> Path:
     return target / str(json.loads(marker.read_text())["yaml"])
 
 
+def _require_instances(root: Path, split: str, source: Any) -> None:
+    """A split whose images carry not one labelled instance trains/scores nothing: one-paragraph error."""
+    if any(len(record.targets) for record in source.records):
+        return
+    hint = "every label file is empty"
+    if getattr(source, "annotation_file", None) is None and source.records:
+        from lucid_data.readers.yolo import label_path_for
+
+        labels = label_path_for(Path(source.records[0].path)).parent
+        if not labels.is_dir():
+            hint = f"the labels folder {labels} does not exist (expected one .txt per image)"
+        else:
+            hint = f"every label file under {labels} is empty or missing"
+    raise TrainingSetupError(
+        f"{root}: split {split!r} has {len(source.records)} images but no labelled instance ({hint}); pass "
+        "--data.allow_empty true to train or validate on background-only images anyway."
+    )
+
+
 class DetectionDataModule(pl.LightningDataModule):
     """Train/val dataloaders over any layout ``lucid_data.load_dataset`` reads.
 
@@ -132,6 +151,8 @@ class DetectionDataModule(pl.LightningDataModule):
         augment: augmentation hyper-parameters (``lucid_data`` ``AugmentConfig``: mosaic, hsv, flips, ...,
             ``close_mosaic`` = mosaic off for the last N epochs, reference 10); ``None`` = reference defaults.
         synth: parameters of the synthetic shapes dataset (only when ``root`` is ``None``).
+        allow_empty: accept a split with images but no labelled instance (otherwise an error naming the split and,
+            for a YOLO layout, a missing ``labels/`` folder; issue 13).
     """
 
     def __init__(
@@ -146,8 +167,11 @@ class DetectionDataModule(pl.LightningDataModule):
         cache: Literal["ram"] | None = None,
         augment: AugmentConfig | None = None,
         synth: SynthConfig | None = None,
+        allow_empty: bool = False,
     ) -> None:
         super().__init__()
+        #: a split without one labelled instance (e.g. no labels/ folder) is an error unless this is set (issue 13)
+        self.allow_empty = bool(allow_empty)
         if batch_size < 1:
             raise TrainingSetupError(f"data.batch_size: expected >= 1, got {batch_size}")
         self.synth = synth if synth is not None else SynthConfig()
@@ -175,6 +199,7 @@ class DetectionDataModule(pl.LightningDataModule):
         self._sources: dict[str, Any] = {}
         self._datasets: dict[str, Any] = {}
         train = self.source(train_split)
+        self.source(val_split)  # a missing or empty val split fails now, not after the first training epoch
         self.names: dict[int, str] = {int(k): str(v) for k, v in train.names.items()}
         self.num_classes = len(self.names)
         #: the task the dataset was written for (detect/segment/pose/obb); training uses its boxes (detect).
@@ -191,7 +216,11 @@ class DetectionDataModule(pl.LightningDataModule):
                 # The dataset's own task (probed: `kpt_shape` → pose, 4-corner lines → obb, polygons → segment);
                 # reading it as "detect" would reject every pose/segment/obb label line.
                 self._sources[split] = load_dataset(self.root, split=split, task=None)
-            except FileNotFoundError as exc:
+            except (FileNotFoundError, ValueError) as exc:
+                from lucid_data.readers.common import LabelError
+
+                if isinstance(exc, LabelError):  # its own one-paragraph message lists every bad line
+                    raise
                 raise TrainingSetupError(
                     f"{self.root}: split {split!r} could not be read ({exc}); expected the data YAML's "
                     f"`{split}` entry to point at an images folder or list."
@@ -200,7 +229,18 @@ class DetectionDataModule(pl.LightningDataModule):
                 raise TrainingSetupError(
                     f"{self.root}: split {split!r} has no images; expected at least one."
                 )
+            if not self.allow_empty:
+                _require_instances(self.root, split, self._sources[split])
         return self._sources[split]
+
+    def excluded_images(self) -> list[str]:
+        """Images left out of training/validation, one ``path: reason`` each (reader and dataset exclusions)."""
+        lines: list[str] = []
+        for source in self._sources.values():
+            lines += [str(line) for line in getattr(source, "corrupt_images", [])]
+        for dataset in self._datasets.values():
+            lines += [f"{e.path}: {e.reason}" for e in getattr(dataset, "excluded", [])]
+        return list(dict.fromkeys(lines))
 
     def val_source(self) -> Any:
         return self.source(self.val_split)

@@ -29,7 +29,6 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
-from lucid_train.accel import accel_flags, attach_accel, train_forward
 from lucid_train.errors import NonFiniteLossError, TrainingSetupError
 from lucid_train.precision import float32_output, keep_batchnorm_float32
 from lucid_train.recipe import (
@@ -107,7 +106,6 @@ class DetectionLitModule(pl.LightningModule):
         optimizer: optimiser, schedule, warm-up, accumulation and clipping (:class:`OptimizerConfig`).
         ema: weight EMA (:class:`EMAConfig`).
         loss: loss gains (:class:`LossConfig`).
-        accel: opt-in lucid-accel fast paths (:class:`lucid_train.accel.AccelFlags`; ``--accel.*``), all off.
         val_conf: confidence threshold of validation decoding (reference val default 0.001).
         val_iou: NMS IoU of validation decoding (reference val default 0.7).
         max_det: detections kept per image in validation (300).
@@ -126,7 +124,6 @@ class DetectionLitModule(pl.LightningModule):
         optimizer: OptimizerConfig | None = None,
         ema: EMAConfig | None = None,
         loss: LossConfig | None = None,
-        accel: dict[str, bool] | None = None,
         val_conf: float = 0.001,
         val_iou: float = 0.7,
         max_det: int = 300,
@@ -152,8 +149,6 @@ class DetectionLitModule(pl.LightningModule):
         self.optimizer_config: OptimizerConfig = _as_config(optimizer, OptimizerConfig)
         self.ema_config: EMAConfig = _as_config(ema, EMAConfig)
         self.loss_config: LossConfig = _as_config(loss, LossConfig)
-        self.accel = accel_flags(accel)
-        self._accel: Any = None  # the attached lucid_accel.AccelSession (fit start), when a flag is on
         self.val_conf = val_conf
         self.val_iou = val_iou
         self.max_det = max_det
@@ -183,23 +178,48 @@ class DetectionLitModule(pl.LightningModule):
 
     # ------------------------------------------------------------------ construction
     def _build_model(self, weights: str | None) -> nn.Module:
+        """A fresh model, or ``weights`` to fine-tune from (issue 13, "Fine-tuning").
+
+        ``weights``: a lucid checkpoint (``best`` / ``.safetensors`` / ``.json``) or a reference ``.pt``, converted
+        on the fly by the restricted unpickler (nothing in it is executed). The network is the weights' family
+        and scale (``model.family``/``model.scale`` follow them); head layers whose shape depends on the class
+        count are re-initialised with a printed note. The model is in training mode.
+        """
         if weights:
-            from lucid_core.checkpoint import load_model
+            from lucid_core.checkpoint import CheckpointError, load_for_training
+            from lucid_core.interop import CheckpointImportError, RefusedGlobalError
 
             path = Path(weights)
-            if not path.exists() and not path.with_suffix(".safetensors").exists():
+            if "://" in weights:
+                raise TrainingSetupError(
+                    f"model.weights: {weights} is a URL; expected a local file (download it yourself and pass "
+                    "the path: nothing is fetched or unpickled from the network)."
+                )
+            if not any(p.exists() for p in (path, path.with_suffix(".json"), Path(f"{weights}.json"))):
                 raise TrainingSetupError(
                     f"model.weights: {weights} does not exist; expected lucid-core weights (a .safetensors file "
-                    "with its .json config, as written by best.safetensors in a run directory)."
+                    "with its .json config, as written by best.safetensors in a run directory) or a reference "
+                    ".pt checkpoint."
                 )
-            model = load_model(path)
-            if int(model.num_classes) != self.num_classes:
-                raise TrainingSetupError(
-                    f"class-count mismatch: the weights {weights} have {model.num_classes} classes but the "
-                    f"dataset has {self.num_classes}; expected equal counts (train from scratch without "
-                    "--model.weights, or use a dataset with the checkpoint's classes)."
+            try:
+                start = load_for_training(
+                    path,
+                    num_classes=self.num_classes,
+                    task=self.task,
+                    kpt_shape=getattr(self, "task_options", {}).get("kpt_shape"),
                 )
-            return model
+            except (CheckpointError, CheckpointImportError, RefusedGlobalError, FileNotFoundError) as exc:
+                raise TrainingSetupError(f"model.weights {weights}: {exc}") from exc
+            config = start.model.config
+            for name in ("family", "scale"):
+                value = getattr(config, name)
+                if getattr(self, name) != value:
+                    start.notes.append(f"model.{name} {value} from the weights (was {getattr(self, name)})")
+                setattr(self, name, value)
+                self.hparams[name] = value
+            for note in start.notes:
+                rank_zero_info(f"lucid-train: fine-tuning: {note}")
+            return start.model
         from lucid_core.models import build_model
 
         return build_model(family=self.family, task=self.task, scale=self.scale, num_classes=self.num_classes)
@@ -333,7 +353,6 @@ class DetectionLitModule(pl.LightningModule):
         if self.trainer.precision in ("bf16-mixed", "16-mixed", "bf16", "16"):
             keep_batchnorm_float32(self.model)
             keep_batchnorm_float32(self.ema_model)
-        self._accel = attach_accel(self, self.accel)
 
     def _expect_ema_eval_mode_notice(self) -> None:
         """Silence Lightning's fit-start "module(s) in eval mode" notice for exactly the EMA copy's modules.
@@ -370,7 +389,7 @@ class DetectionLitModule(pl.LightningModule):
         epoch = int(self.current_epoch)
         iteration = batch_idx + nb * epoch
 
-        output = train_forward(self, self._images(batch))
+        output = self.model(self._images(batch))
         with torch.autocast(device_type=self.device.type, enabled=False):
             total, items = self.criterion(float32_output(output), batch)
         items = items.detach().float()
