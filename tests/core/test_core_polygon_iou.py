@@ -1,11 +1,13 @@
 """Exact convex-polygon IoU (lucid_core.geometry.polygon_iou) against an exact reference on random rotated pairs,
 including touching, nested and identical boxes (issue 17: equal within 1e-6 on >= 10,000 pairs).
 
-Reference: shapely when it is importable (test-only), otherwise the independent rational-arithmetic reference
-below: the intersection polygon is the convex hull (Andrew's monotone chain) of the vertices of each polygon
-inside the other and of all proper edge crossings, all in `fractions.Fraction` (float inputs are exact
-rationals), so no rounding happens before the final division. It is a different algorithm from the clipping
-under test. The 10,000-pair run is `slow` (about 13 s in pure Python); the default run checks 800 pairs.
+Reference: the independent rational-arithmetic computation below: the intersection polygon is the convex hull
+(Andrew's monotone chain) of the vertices of each polygon inside the other and of all proper edge crossings, all
+in `fractions.Fraction` (float inputs are exact rationals), so no rounding happens before the final division. It
+is a different algorithm from the clipping under test. shapely, when importable (test-only), is a second check
+on the pairs that do not touch: for a touching pair whose shared edge differs by one ulp, shapely 2.2 / GEOS
+returned IoU 1.0 (seed 2017 below), so it cannot be the reference for those. The 10,000-pair run is `slow`
+(about 15 s in pure Python); the default run checks 800 pairs.
 """
 
 from __future__ import annotations
@@ -95,11 +97,12 @@ def exact_iou_fractions(a: Quad, b: Quad) -> float:
     return float(inter / union) if union > 0 else 0.0
 
 
-def exact_iou(a: Quad, b: Quad) -> float:
+def shapely_iou(a: Quad, b: Quad) -> float | None:
+    """IoU by shapely, None when shapely is not installed."""
     try:
         from shapely.geometry import Polygon
     except ImportError:
-        return exact_iou_fractions(a, b)
+        return None
     pa, pb = Polygon(a), Polygon(b)
     inter = pa.intersection(pb).area
     union = pa.area + pb.area - inter
@@ -164,11 +167,17 @@ def _check_against_reference(n: int, seed: int) -> None:
     p1 = torch.tensor([a for _, a, _ in pairs], dtype=torch.float64)
     p2 = torch.tensor([b for _, _, b in pairs], dtype=torch.float64)
     ours = paired_polygon_iou(p1, p2)
-    ref = torch.tensor([exact_iou(a, b) for _, a, b in pairs], dtype=torch.float64)
+    ref = torch.tensor([exact_iou_fractions(a, b) for _, a, b in pairs], dtype=torch.float64)
     err = (ours - ref).abs()
     worst = int(err.argmax())
     assert float(err.max()) <= 1e-6, (pairs[worst], float(ours[worst]), float(ref[worst]))
     kinds = [k for k, _, _ in pairs]
+    for i, (kind, a, b) in enumerate(pairs):
+        if kind != "touching":
+            other = shapely_iou(a, b)
+            if other is None:
+                break
+            assert abs(other - float(ours[i])) <= 1e-6, (kind, a, b, other, float(ours[i]))
     for kind, expect in (("identical", 1.0), ("far", 0.0)):
         sel = torch.tensor([k == kind for k in kinds])
         assert torch.allclose(ours[sel], torch.full_like(ours[sel], expect), atol=1e-9), kind

@@ -58,7 +58,7 @@ def convex_intersection_area(subject: Tensor, clip: Tensor) -> Tensor:
         dtype = torch.float64
     subject = _counter_clockwise(subject.to(dtype))
     clip = _counter_clockwise(clip.to(dtype))
-    batch = torch.broadcast_shapes(subject.shape[:-2], clip.shape[:-2])  # type: ignore[no-untyped-call]
+    batch = (subject[..., 0, 0] + clip[..., 0, 0]).shape  # broadcast leading dims (no sympy import)
     p, q = subject.shape[-2], clip.shape[-2]
     cap = p + q
     pts = subject.new_zeros((*batch, cap, 2))
