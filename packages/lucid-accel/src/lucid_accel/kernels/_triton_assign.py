@@ -14,13 +14,14 @@ import torch
 
 from lucid_accel.capabilities import TRITON_EXTRA_HINT
 
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
 try:
     import triton
     import triton.language as tl
+    from triton.language.extra import libdevice as _cuda_libdevice
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(TRITON_EXTRA_HINT) from exc
-
-INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def _on_host(x: Any, op: Any) -> Any:
@@ -50,10 +51,7 @@ class _HostLibdevice:
     sqrt_rn = staticmethod(_host_sqrt_rn)
 
 
-if INTERPRETED:
-    libdevice: Any = _HostLibdevice
-else:  # pragma: no cover - GPU only
-    from triton.language.extra import libdevice  # type: ignore[no-redef]
+libdevice: Any = _HostLibdevice if INTERPRETED else _cuda_libdevice
 
 
 @triton.jit
