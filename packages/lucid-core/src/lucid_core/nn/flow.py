@@ -34,11 +34,18 @@ class RealNVP(nn.Module):
     """2-D RealNVP; :meth:`log_prob` gives ``log p(x)`` under the flow (prior N(0, I))."""
 
     mask: Tensor
+    loc: Tensor
+    cov: Tensor
 
     def __init__(self, num_layers: int = 6, hidden: int = 64) -> None:
         super().__init__()
         masks = torch.tensor([[0.0, 1.0], [1.0, 0.0]] * (num_layers // 2), dtype=torch.float32)
-        self.register_buffer("mask", masks, persistent=False)
+        # Persistent like the reference's flow module (fixture README "pose_loss_*.pt", step 8: a YOLO26 pose
+        # checkpoint stores the `mask` buffer and two unused prior buffers `loc`, `cov`), so its state dict
+        # imports key for key; the prior used by `log_prob` is the standard normal these describe.
+        self.register_buffer("mask", masks)
+        self.register_buffer("loc", torch.zeros(2))
+        self.register_buffer("cov", torch.eye(2))
         self.s = nn.ModuleList(_coupling_net(hidden, final_tanh=True) for _ in range(num_layers))
         self.t = nn.ModuleList(_coupling_net(hidden, final_tanh=False) for _ in range(num_layers))
 
