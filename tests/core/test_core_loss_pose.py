@@ -69,14 +69,16 @@ def _targets_key(case: dict[str, Any], results_key: str) -> str:
 
 
 def _load_flow(state: dict[str, Any]) -> RealNVP:
+    """The fixture's flow_state loaded through the checkpoint key layout the README names
+    (``s.{i}.{0,2,4}`` / ``t.{i}.{0,2,4}`` weights and biases, a ``mask`` buffer, unused ``loc`` / ``cov``)."""
     flow = RealNVP(num_layers=len(state["scale"]), hidden=int(state["scale"][0]["w0"].shape[0]))
-    with torch.no_grad():
-        flow.mask.copy_(state["masks"])
-        for nets, key in ((flow.s, "scale"), (flow.t, "translate")):
-            for net, params in zip(nets, state[key], strict=True):
-                for i, layer in enumerate(FLOW_LAYERS):
-                    net[layer].weight.copy_(params[f"w{i}"])
-                    net[layer].bias.copy_(params[f"b{i}"])
+    tensors: dict[str, Tensor] = {"mask": state["masks"], "loc": torch.zeros(2), "cov": torch.eye(2)}
+    for prefix, key in (("s", "scale"), ("t", "translate")):
+        for i, params in enumerate(state[key]):
+            for j, layer in enumerate(FLOW_LAYERS):
+                tensors[f"{prefix}.{i}.{layer}.weight"] = params[f"w{j}"]
+                tensors[f"{prefix}.{i}.{layer}.bias"] = params[f"b{j}"]
+    flow.load_state_dict(tensors, strict=True)
     return flow
 
 
