@@ -29,6 +29,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
+from lucid_train.accel import accel_flags, attach_accel, train_forward
 from lucid_train.errors import NonFiniteLossError, TrainingSetupError
 from lucid_train.precision import float32_output, keep_batchnorm_float32
 from lucid_train.recipe import (
@@ -106,6 +107,7 @@ class DetectionLitModule(pl.LightningModule):
         optimizer: optimiser, schedule, warm-up, accumulation and clipping (:class:`OptimizerConfig`).
         ema: weight EMA (:class:`EMAConfig`).
         loss: loss gains (:class:`LossConfig`).
+        accel: opt-in lucid-accel fast paths (:class:`lucid_train.accel.AccelFlags`; ``--accel.*``), all off.
         val_conf: confidence threshold of validation decoding (reference val default 0.001).
         val_iou: NMS IoU of validation decoding (reference val default 0.7).
         max_det: detections kept per image in validation (300).
@@ -124,6 +126,7 @@ class DetectionLitModule(pl.LightningModule):
         optimizer: OptimizerConfig | None = None,
         ema: EMAConfig | None = None,
         loss: LossConfig | None = None,
+        accel: dict[str, bool] | None = None,
         val_conf: float = 0.001,
         val_iou: float = 0.7,
         max_det: int = 300,
@@ -149,6 +152,8 @@ class DetectionLitModule(pl.LightningModule):
         self.optimizer_config: OptimizerConfig = _as_config(optimizer, OptimizerConfig)
         self.ema_config: EMAConfig = _as_config(ema, EMAConfig)
         self.loss_config: LossConfig = _as_config(loss, LossConfig)
+        self.accel = accel_flags(accel)
+        self._accel: Any = None  # the attached lucid_accel.AccelSession (fit start), when a flag is on
         self.val_conf = val_conf
         self.val_iou = val_iou
         self.max_det = max_det
@@ -353,6 +358,7 @@ class DetectionLitModule(pl.LightningModule):
         if self.trainer.precision in ("bf16-mixed", "16-mixed", "bf16", "16"):
             keep_batchnorm_float32(self.model)
             keep_batchnorm_float32(self.ema_model)
+        self._accel = attach_accel(self, self.accel)
 
     def _expect_ema_eval_mode_notice(self) -> None:
         """Silence Lightning's fit-start "module(s) in eval mode" notice for exactly the EMA copy's modules.
@@ -389,7 +395,7 @@ class DetectionLitModule(pl.LightningModule):
         epoch = int(self.current_epoch)
         iteration = batch_idx + nb * epoch
 
-        output = self.model(self._images(batch))
+        output = train_forward(self, self._images(batch))
         with torch.autocast(device_type=self.device.type, enabled=False):
             total, items = self.criterion(float32_output(output), batch)
         items = items.detach().float()
