@@ -309,10 +309,28 @@ def read_lock(lock_path: Path) -> dict[str, dict[str, object]]:
     out: dict[str, dict[str, object]] = {}
     for entry in data.get("package", []):
         name = canonicalize_name(entry["name"])
-        cur = out.setdefault(name, {"version": entry.get("version", ""), "deps": [], "extras": {}})
+        cur = out.setdefault(
+            name, {"version": entry.get("version", ""), "deps": [], "extras": {}, "groups": {}}
+        )
         cur["deps"] += entry.get("dependencies", [])  # type: ignore[operator]
         for extra, deps in entry.get("optional-dependencies", {}).items():
             cur["extras"].setdefault(extra, []).extend(deps)  # type: ignore[union-attr]
+        for group, deps in entry.get("dev-dependencies", {}).items():
+            cur["groups"].setdefault(group, []).extend(deps)  # type: ignore[union-attr]
+    return out
+
+
+def group_closures(lock: dict[str, dict[str, object]], env: dict[str, str]) -> dict[str, set[str]]:
+    """``{group: distributions}`` of every dependency group (dev, docs, …) a locked project declares, each
+    followed through the lock like a runtime closure (issue 20: notebook and docs tools are audited too)."""
+    out: dict[str, set[str]] = {}
+    for entry in lock.values():
+        for group, deps in entry.get("groups", {}).items():  # type: ignore[union-attr]
+            closure: set[str] = set()
+            for dep in deps:
+                if _marker_ok(dep.get("marker"), env):
+                    closure |= runtime_closure(lock, str(dep["name"]), tuple(dep.get("extra", [])), env)
+            out.setdefault(group, set()).update(closure)
     return out
 
 
@@ -392,6 +410,21 @@ def check_licences(
                         str(lock_path.relative_to(root)),
                         f"{dist} {version}",
                         f"copyleft licence '{lic}' in the runtime closure of {pkg.name}",
+                    )
+                )
+    covered = {dist for _, dist, _, _ in rows}
+    for group, closure in sorted(group_closures(lock, env).items()):
+        for dist in sorted(closure - workspace - covered):
+            lic = licence_of(dist)
+            version = str(lock.get(dist, {}).get("version", ""))
+            rows.append((f"[{group}]", dist, version, lic or "(not installed here)"))
+            if lic and COPYLEFT.search(lic):
+                out.append(
+                    Violation(
+                        "4-licences",
+                        str(lock_path.relative_to(root)),
+                        f"{dist} {version}",
+                        f"copyleft licence '{lic}' in the dependency group {group!r} (dev/docs tools are audited too)",
                     )
                 )
     width = max((len(r[1]) for r in rows), default=10)

@@ -165,6 +165,41 @@ def test_rule4_copyleft_in_closure(tmp_path: Path) -> None:
     assert any("sneaky" in row and "GPL" in row for row in table)
 
 
+def test_rule4_copyleft_in_a_dependency_group(tmp_path: Path) -> None:
+    plant(tmp_path, "lucid-core", [], {})
+    (tmp_path / "uv.lock").write_text(
+        textwrap.dedent("""
+        version = 1
+        [[package]]
+        name = "lucid-core"
+        version = "0.1.0"
+        [[package]]
+        name = "workspace"
+        version = "0.1.0"
+        source = { virtual = "." }
+        [package.dev-dependencies]
+        docs = [{ name = "sitegen" }]
+        [[package]]
+        name = "sitegen"
+        version = "2.0"
+        dependencies = [{ name = "themer" }]
+        [[package]]
+        name = "themer"
+        version = "1.0"
+    """)
+    )
+    licences = {"sitegen": "BSD-2-Clause", "themer": "GPL-2.0"}
+    table: list[str] = []
+    out = rg.check_licences(
+        tmp_path, rg.load_packages(tmp_path), licence_of=licences.get, env={}, report=table.append
+    )
+    assert [str(v) for v in out] == [
+        "uv.lock: themer 1.0: copyleft licence 'GPL-2.0' in the dependency group 'docs' (dev/docs tools are "
+        "audited too) [rule 4-licences]"
+    ]
+    assert any(row.startswith("[docs]") and "themer" in row for row in table)
+
+
 def test_real_workspace_is_clean() -> None:
     out = rg.run(REPO, licences=True, quiet=True)
     assert [str(v) for v in out] == []
