@@ -4,7 +4,7 @@ PYTEST_ARGS ?=
 # tests run two xdist workers with one thread each; `make fit` uses both cores in one process
 TEST_ENV = OMP_NUM_THREADS=1
 
-.PHONY: setup test test-all lint typecheck guard goldens gate fit bench
+.PHONY: setup test test-all lint typecheck guard goldens gate fit bench docs notebooks
 
 setup:
 	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -26,10 +26,12 @@ typecheck: setup
 guard: setup
 	$(UV) run --locked python tools/release_guard.py
 
+# goldens = the overfit micro gate, then the level-4 trajectory gate (minutes: trains the shapes recipe 10 epochs)
 goldens: setup
 	$(TEST_ENV) $(UV) run --locked python tools/check_goldens.py
+	$(TEST_ENV) $(UV) run --locked python tools/check_trajectory.py
 
-gate: lint typecheck test guard goldens
+gate: lint typecheck test guard goldens docs
 
 fit: setup
 	OMP_NUM_THREADS=2 $(UV) run --locked lucid-train fit
@@ -39,3 +41,15 @@ bench: setup
 	$(UV) run --locked python tools/bench/data.py
 	$(UV) run --locked python tools/bench/train.py
 	$(UV) run --locked python tools/bench/eval.py
+
+# the documentation site, built strictly (a broken link or a missing nav file fails); into runs/site
+docs: setup
+	$(UV) run --locked --group docs mkdocs build --strict
+
+# the notebooks executed through a Jupyter kernel (full run; `make test` runs them in the fast contract) into runs/notebooks
+notebooks: setup
+	mkdir -p runs/notebooks
+	for nb in notebooks/[!_]*.py; do \
+		$(UV) run --locked jupytext --from py:percent --to ipynb --set-kernel python3 --execute $$nb \
+			-o runs/notebooks/$$(basename $$nb .py).ipynb || exit 1; \
+	done

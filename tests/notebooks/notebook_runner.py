@@ -34,6 +34,7 @@ def execute_notebook(source: Path, output: Path, *, fast: bool = True, timeout: 
         env["LUCID_NOTEBOOK_FAST"] = "1"
     env.setdefault("LUCID_NOTEBOOK_OUT", str(output.parent / "out"))
     env.setdefault("MPLBACKEND", "Agg")
+    env.setdefault("LUCID_REPO", str(REPO))
     jupytext = Path(sys.executable).with_name("jupytext")
     command = [
         str(jupytext) if jupytext.exists() else "jupytext",
