@@ -342,3 +342,48 @@ def test_rotated_uses_the_polygon_and_ignores_difficult() -> None:
     assert res.per_type["bbox"].map50 > res.per_type["rotated"].map50
     with pytest.raises(ValueError, match="lucid"):
         COCOEvaluator(gt, ("rotated",), backend="faster")
+
+
+def test_merge_tiles_predicts_with_weights(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--weights W --data TILES`: the tiles are predicted, merged and scored (random-init obb model, so only the
+    plumbing is checked); a detect model and two detection sources are refused with exit 2."""
+    import cv2
+
+    from lucid_core.checkpoint import save_model
+    from lucid_core.models.registry import build_model
+
+    torch.manual_seed(0)
+    save_model(
+        build_model("yolov8", "obb", "n", num_classes=2), tmp_path / "obb", names=["plane", "ship"], imgsz=64
+    )
+    save_model(build_model("yolov8", "detect", "n", num_classes=2), tmp_path / "det", names=["plane", "ship"])
+    tiles = tmp_path / "tiles"
+    tiles.mkdir()
+    rng = np.random.default_rng(0)
+    for name in ("scene__1__0___0", "scene__1__32___0"):
+        assert cv2.imwrite(str(tiles / f"{name}.png"), rng.integers(0, 255, (64, 64, 3), dtype=np.uint8))
+    labels = tmp_path / "labelTxt"
+    labels.mkdir()
+    (labels / "scene.txt").write_text(f"{_line(square(10, 10, 40, 30))} plane 0\n", encoding="utf-8")
+    out = tmp_path / "report.json"
+    common = [
+        "--task",
+        "obb",
+        "--merge-tiles",
+        "--dota-labels",
+        str(labels),
+        "--data",
+        str(tiles),
+        "--imgsz",
+        "64",
+    ]
+    assert main([*common, "--weights", str(tmp_path / "obb"), "--output", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["imgsz"] == 64 and len(report["weights_sha256"]) == 64 and report["merge_nms_iou"] == 0.1
+    assert {c["class"] for c in report["per_class"]} >= {"plane", "ship"}
+    capsys.readouterr()
+    assert main([*common, "--weights", str(tmp_path / "det"), "--output", str(tmp_path / "x.json")]) == 2
+    assert "obb model" in capsys.readouterr().err
+    both = [*common, "--weights", str(tmp_path / "obb"), "--dota-dets", str(labels), "--output", str(out)]
+    assert main(both) == 2
+    assert "exactly one detection source" in capsys.readouterr().err
