@@ -14,6 +14,7 @@ from lucid_core.geometry.letterbox import (
     letterbox_geometry,
     scale_boxes_back,
     scale_keypoints_back,
+    scale_masks_back,
     scale_rboxes_back,
 )
 from lucid_core.geometry.rotated import rboxes_to_polygons, rboxes_to_xyxy
@@ -28,6 +29,8 @@ def dense(
 
 
 # two near-identical class-0 boxes, one class-1 duplicate of them, one separate box, one below threshold
+MASK_PIXEL_FLIPS = 2  # per detection, unfused vs fused model logits near 0 (fixture README, mask rule)
+
 BOXES = [[50, 50, 40, 40], [51, 50, 40, 40], [50, 50, 40, 40], [200, 200, 20, 20], [300, 300, 10, 10]]
 PROBS = [[0.9, 0.1], [0.8, 0.1], [0.1, 0.7], [0.6, 0.2], [0.2, 0.1]]
 
@@ -119,16 +122,33 @@ def test_pose_keypoints_pass_through() -> None:
     assert det2.keypoints is not None and torch.equal(det2.keypoints[..., 2], torch.ones(2, 2))
 
 
-def test_masks_are_cropped_to_the_box_and_upsampled() -> None:
+def test_masks_are_upsampled_thresholded_then_cropped_at_input_resolution() -> None:
     proto = torch.ones(2, 16, 16) * 5.0  # every prototype pixel strongly positive
     coef = torch.tensor([[1.0, 0.0], [-1.0, 0.0]])
-    boxes = torch.tensor([[8.0, 8.0, 32.0, 24.0], [0.0, 0.0, 64.0, 64.0]])
+    boxes = torch.tensor([[8.5, 8.0, 32.0, 24.2], [0.0, 0.0, 64.0, 64.0]])
     masks = assemble_masks(proto, coef, boxes, (64, 64))
     assert masks.shape == (2, 64, 64) and masks.dtype == torch.bool
-    assert int(masks[1].sum()) == 0  # negative coefficient -> sigmoid < 0.5
-    ys, xs = torch.nonzero(masks[0], as_tuple=True)
-    assert int(xs.min()) >= 6 and int(xs.max()) <= 33 and int(ys.min()) >= 6 and int(ys.max()) <= 25
-    assert bool(masks[0, 10:22, 10:30].all())
+    assert int(masks[1].sum()) == 0  # negative logits everywhere
+    expected = torch.zeros(64, 64, dtype=torch.bool)
+    expected[8:25, 9:32] = True  # x1 <= c < x2, y1 <= r < y2 with the float box at input resolution
+    assert torch.equal(masks[0], expected)
+
+
+def test_mask_logits_are_upsampled_before_the_crop() -> None:
+    """A logit step inside the box survives at input resolution (crop-then-upsample would erode the edge)."""
+    proto = torch.full((1, 4, 4), -1.0)
+    proto[0, :, 2:] = 1.0
+    masks = assemble_masks(proto, torch.ones(1, 1), torch.tensor([[8.0, 0.0, 16.0, 16.0]]), (16, 16))
+    logits = torch.nn.functional.interpolate(proto[None], size=(16, 16), mode="bilinear", align_corners=False)
+    expected = (logits[0, 0] > 0) & (torch.arange(16) >= 8)[None, :]
+    assert torch.equal(masks[0], expected)
+
+
+def test_retina_factor_rule() -> None:
+    from lucid_core.decode.masks import retina_factor
+
+    assert retina_factor(0, 0) == 1
+    assert [retina_factor(p, 0) for p in (1, 2, 4, 6, 8, 12, 32)] == [4, 4, 2, 4, 1, 2, 1]
 
 
 def test_segment_postprocess_returns_masks_of_input_size() -> None:
@@ -175,6 +195,8 @@ def test_postprocess_reproduces_import_fixture_predictions(shared_dir: Path) -> 
             iou=args["iou"],
             max_det=args["max_det"],
             kpt_shape=kpt_shape,  # type: ignore[arg-type]
+            proto=case.get("proto_unfused"),  # segment: the unfused prototypes of the same forward
+            input_hw=tuple(case["input_shape"][2:]),
         )
         assert len(det) == case["num_pred"] == ref["conf"].shape[0]
         torch.testing.assert_close(det.scores, ref["conf"], atol=1e-4, rtol=0)
@@ -187,8 +209,65 @@ def test_postprocess_reproduces_import_fixture_predictions(shared_dir: Path) -> 
             torch.testing.assert_close(rboxes_to_xyxy(rb), ref["xyxy"], atol=1e-2, rtol=0)
         else:
             torch.testing.assert_close(scale_boxes_back(det.boxes, info), ref["xyxy"], atol=1e-2, rtol=0)
+        if "masks_input" in ref:  # unfused vs the predictor's fused model: a logit near 0 may flip a pixel
+            assert det.masks is not None and det.masks.shape == ref["masks_input"].shape
+            assert int((det.masks != ref["masks_input"]).sum()) <= MASK_PIXEL_FLIPS * len(det)
         if "keypoints" in ref:
             assert det.keypoints is not None
             torch.testing.assert_close(
                 scale_keypoints_back(det.keypoints, info), ref["keypoints"], atol=1e-2, rtol=0
             )
+
+
+def _segment_import_cases(shared_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for path in sorted((shared_dir / "fixtures").glob("import_*.pt")):
+        fx = torch.load(path, weights_only=True, map_location="cpu")
+        out.extend((f"{path.name}:{name}", case) for name, case in fx["cases"].items() if "mask_step" in case)
+    return out
+
+
+def _keep_nonempty(masks: torch.Tensor) -> torch.Tensor:
+    return masks[masks.flatten(1).any(1)]
+
+
+@pytest.mark.shared
+def test_mask_rule_reproduces_import_fixture_mask_steps(shared_dir: Path) -> None:
+    """Given the predictor's own mask-step inputs, every path's masks equal the stored ones exactly."""
+    from lucid_core.decode.masks import assemble_masks_retina, mask_logits
+    from lucid_core.geometry.letterbox import LetterboxInfo
+
+    cases = _segment_import_cases(shared_dir)
+    if not cases:
+        pytest.skip("no import fixture with a mask_step")
+    for name, case in cases:
+        step = case["mask_step"]
+        input_hw = (int(step["input_hw"][0]), int(step["input_hw"][1]))
+        torch.testing.assert_close(
+            mask_logits(step["proto"], step["coeffs"]), step["mask_logits_proto"], rtol=1e-5, atol=1e-5
+        )
+        cropped = assemble_masks(step["proto"], step["coeffs"], step["boxes_xyxy_input"], input_hw)
+        assert torch.equal(cropped, step["masks_after_crop"]), name
+        assert torch.equal(cropped.flatten(1).any(1), step["keep_nonempty"]), name
+        pred = case["pred"]
+        assert torch.equal(cropped[step["keep_nonempty"]], pred["masks_input"]), name
+        lb = case["letterbox"]
+        info = LetterboxInfo(
+            orig_hw=(int(case["orig_shape_hw"][0]), int(case["orig_shape_hw"][1])),
+            input_hw=input_hw,
+            ratio=float(min(lb["ratio_wh"])),
+            new_unpad_wh=(int(lb["new_unpad_wh"][0]), int(lb["new_unpad_wh"][1])),
+            top=int(lb["top"]),
+            bottom=int(lb["bottom"]),
+            left=int(lb["left"]),
+            right=int(lb["right"]),
+        )
+        assert torch.equal(scale_masks_back(pred["masks_input"], info), pred["masks"]), name
+        retina = case.get("pred_retina")
+        if retina is not None:
+            masks = assemble_masks_retina(step["proto"], step["coeffs"], retina["boxes_xyxy_orig_used"], info)
+            assert torch.equal(_keep_nonempty(masks), retina["masks"]), name
+        e2e = case.get("pred_e2e")
+        if e2e is not None:
+            masks = assemble_masks(step["proto"], e2e["coeffs"], e2e["boxes_xyxy_input"], input_hw)
+            assert torch.equal(_keep_nonempty(masks), e2e["masks_input"]), name

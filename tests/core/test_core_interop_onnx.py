@@ -91,8 +91,16 @@ def test_yolo26_graph_decodes_with_topk_and_has_no_nms(tmp_path: Path) -> None:
 def test_topk_detections_agrees_with_decode_topk_and_converts_boxes() -> None:
     torch.manual_seed(3)
     nc, anchors = 4, 40
+    # one scoring class per anchor: the graph keeps each anchor's best class, decode_topk (the reference
+    # predictor's rule) may report an anchor twice when its second class outranks other anchors
+    one_class = torch.nn.functional.one_hot(torch.randint(0, nc, (anchors,)), nc).T[None].float()
     dense = torch.cat(
-        (torch.rand(1, 4, anchors) * 50 + 10, torch.rand(1, nc, anchors), torch.rand(1, 2, anchors)), 1
+        (
+            torch.rand(1, 4, anchors) * 50 + 10,
+            torch.rand(1, nc, anchors) * one_class,
+            torch.rand(1, 2, anchors),
+        ),
+        1,
     )
     out = topk_detections(dense, num_classes=nc, task="pose", max_det=10)[0]
     selection = decode_topk(dense[0, 4 : 4 + nc].T, conf=0.0, max_det=10)

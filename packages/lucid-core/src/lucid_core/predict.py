@@ -184,7 +184,7 @@ def cached_inference_model(
     return net, mode
 
 
-def _to_original(det: Detections, info: LetterboxInfo) -> Detections:
+def _to_original(det: Detections, info: LetterboxInfo, *, masks_in_original: bool = False) -> Detections:
     out = Detections(
         boxes=scale_boxes_back(det.boxes, info),
         scores=det.scores,
@@ -198,7 +198,7 @@ def _to_original(det: Detections, info: LetterboxInfo) -> Detections:
     if det.keypoints is not None:
         out.keypoints = scale_keypoints_back(det.keypoints, info)
     if det.masks is not None:
-        out.masks = scale_masks_back(det.masks, info)
+        out.masks = det.masks if masks_in_original else scale_masks_back(det.masks, info)
     return out
 
 
@@ -211,12 +211,15 @@ def predict(
     max_det: int = DEFAULT_MAX_DET,
     device: str | torch.device | None = None,
     decode: DecodeChoice = None,
+    retina_masks: bool = False,
 ) -> list[Detections]:
     """Detect objects in ``images``; one :class:`Detections` per image, in original-image pixels, on the CPU.
 
     ``model_or_path``: a :class:`YOLOModel` (left untouched: a fused copy is used) or a checkpoint path
     (see :mod:`lucid_core.checkpoint`). ``images``: one image or a list (paths, PIL images, HWC uint8 RGB arrays,
     CHW uint8 tensors, or a BCHW uint8 tensor). ``decode``: ``None`` (family default), ``"topk"`` or ``"nms"``.
+    ``retina_masks``: segment masks computed at the original resolution (the reference's ``retina_masks=True``)
+    instead of at the input size and then resized (fixture README "import_yolo26n-seg-shapes.pt").
     """
     if isinstance(model_or_path, str | os.PathLike):
         model = load_checkpoint(model_or_path).model
@@ -231,7 +234,15 @@ def predict(
         device = first.device if first is not None else torch.device("cpu")
     net, mode = cached_inference_model(model, decode=decode, device=device)
     return predict_prepared(
-        net, images, mode=mode, imgsz=imgsz, conf=conf, iou=iou, max_det=max_det, device=device
+        net,
+        images,
+        mode=mode,
+        imgsz=imgsz,
+        conf=conf,
+        iou=iou,
+        max_det=max_det,
+        device=device,
+        retina_masks=retina_masks,
     )
 
 
@@ -245,6 +256,7 @@ def predict_prepared(
     iou: float = DEFAULT_IOU,
     max_det: int = DEFAULT_MAX_DET,
     device: str | torch.device = "cpu",
+    retina_masks: bool = False,
 ) -> list[Detections]:
     """:func:`predict` with a model already made ready by :func:`prepare_inference_model` (reused across calls)."""
     stride = max(net.strides)
@@ -267,8 +279,9 @@ def predict_prepared(
             max_det=max_det,
             kpt_shape=net.kpt_shape,
             input_hw=info.input_hw,
+            retina_letterbox=info if retina_masks else None,
         )
-        results.append(_to_original(det.to("cpu"), info))
+        results.append(_to_original(det.to("cpu"), info, masks_in_original=retina_masks))
     return results
 
 

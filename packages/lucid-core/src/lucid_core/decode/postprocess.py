@@ -16,12 +16,13 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from lucid_core.decode.masks import assemble_masks
+from lucid_core.decode.masks import assemble_masks, assemble_masks_retina
 from lucid_core.decode.nms import decode_nms
 from lucid_core.decode.rotated_nms import decode_rotated_nms
 from lucid_core.decode.selection import Selection
 from lucid_core.decode.topk import decode_topk
 from lucid_core.geometry.boxes import xywh_to_xyxy
+from lucid_core.geometry.letterbox import LetterboxInfo, scale_boxes_back
 from lucid_core.geometry.rotated import rboxes_to_xyxy
 from lucid_core.results import Detections
 
@@ -74,11 +75,16 @@ def postprocess(
     kpt_shape: tuple[int, int] | None = None,
     input_hw: tuple[int, int] | None = None,
     multi_label: bool = False,
+    retina_letterbox: LetterboxInfo | None = None,
 ) -> list[Detections]:
     """Decode ``pred`` ``(B, 4 + nc + extra, A)`` into one :class:`Detections` per image, in input pixels.
 
     ``pred`` may also be the ``(pred, proto)`` pair a segment model returns. ``input_hw`` (needed for masks)
     defaults to 4 × the prototype size. ``multi_label`` applies to NMS only.
+
+    Segment masks follow the reference predictor (``lucid_core.decode.masks``): detections whose mask is empty
+    are dropped. Masks are (N, H, W) at the input size, or — with ``retina_letterbox`` (one image per call, the
+    ``retina_masks`` path) — (N, H0, W0) at that letterbox's original size.
     """
     if isinstance(pred, tuple):
         pred, proto = pred[0], pred[1] if proto is None else proto
@@ -89,6 +95,8 @@ def postprocess(
     if pred.ndim != 3:
         raise ValueError(f"postprocess: pred must be (B, 4 + nc + extra, A), got {tuple(pred.shape)}")
     extra = _extra_rows(task, nc, int(pred.shape[1]), kpt_shape, proto)
+    if retina_letterbox is not None and pred.shape[0] != 1:
+        raise ValueError(f"postprocess: retina_letterbox describes one image, got a batch of {pred.shape[0]}")
     if task == "pose" and kpt_shape is None:
         if extra % 3:
             raise ValueError(f"postprocess: pose with {extra} keypoint rows needs kpt_shape")
@@ -128,6 +136,19 @@ def postprocess(
             det.keypoints = kpts
         if task == "segment":
             assert proto is not None and input_hw is not None
-            det.masks = assemble_masks(proto[b], extras[sel.anchor_idx], det.boxes, input_hw)
+            coefficients = extras[sel.anchor_idx]
+            if retina_letterbox is not None:
+                orig_boxes = scale_boxes_back(det.boxes, retina_letterbox)
+                det.masks = assemble_masks_retina(proto[b], coefficients, orig_boxes, retina_letterbox)
+            else:
+                det.masks = assemble_masks(proto[b], coefficients, det.boxes, input_hw)
+            nonempty = det.masks.flatten(1).any(1)
+            if not bool(nonempty.all()):  # rule 5: a detection whose cropped mask is empty is dropped
+                det = Detections(
+                    boxes=det.boxes[nonempty],
+                    scores=det.scores[nonempty],
+                    labels=det.labels[nonempty],
+                    masks=det.masks[nonempty],
+                )
         results.append(det)
     return results
