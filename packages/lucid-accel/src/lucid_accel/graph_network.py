@@ -14,8 +14,12 @@ Identity with the native step:
 * warm-up runs the network, so every buffer (BatchNorm running statistics, ``num_batches_tracked``) is saved
   before and restored after it; the recorded graph then updates them on every replay exactly like an eager
   forward;
-* an output the objective does not use gets no gradient: the parameters reachable only from unused outputs get
-  no gradient at all (``p.grad`` stays ``None``, no materialised zeros that would advance optimizer state);
+* an output the objective does not use gets no gradient (``None``): such a step's backward is computed natively
+  instead of replayed — the forward graph also snapshots every buffer before updating it, so the buffers are put
+  back, the network is run eagerly once more on the same input (the same kernels, so the same outputs and the same
+  single buffer update) and autograd differentiates only the used outputs. Parameters reached only from unused
+  outputs therefore get no gradient at all (``p.grad`` stays ``None``, no materialised zeros that would advance
+  optimizer state), and the others get exactly the native sums;
 * a new signature (last batch, close_mosaic, rect shapes) records a new pair of graphs (at most
   ``max_recordings``, least recently used dropped).
 
@@ -83,23 +87,6 @@ def rebuild(template: Any, tensors: Iterator[Tensor]) -> Any:
     return template
 
 
-def _reachable_parameters(output: Tensor, index: dict[int, int]) -> frozenset[int]:
-    """Indices (into the trained parameters) of the leaves ``output``'s autograd graph accumulates into."""
-    found: set[int] = set()
-    seen: set[int] = set()
-    stack: list[Any] = [output.grad_fn] if output.grad_fn is not None else []
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        variable = getattr(node, "variable", None)
-        if isinstance(variable, Tensor) and id(variable) in index:
-            found.add(index[id(variable)])
-        stack.extend(next_node for next_node, _ in node.next_functions if next_node is not None)
-    return frozenset(found)
-
-
 def _autocast_state(device_type: str) -> tuple[bool, torch.dtype]:
     return torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type)
 
@@ -116,7 +103,9 @@ class Recording:
     differentiable: list[int]  # indices into outputs that require grad
     grad_outputs: list[Tensor]  # owned buffers the backward graph reads, one per differentiable output
     grads: list[Tensor | None]  # owned parameter gradients the backward graph writes (None: never reached)
-    reach: list[frozenset[int]]  # per differentiable output: parameters it reaches
+    buffers: list[Tensor]  # the model's buffers (the forward graph updates them in place)
+    snapshot: list[Tensor]  # their values before the last forward replay (written by the forward graph)
+    autocast: tuple[bool, torch.dtype]
     param_ptrs: tuple[int, ...]
 
 
@@ -128,6 +117,7 @@ class _Replay(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         ctx.recording = recording
         ctx.owner = owner
+        ctx.params = params
         recording.static_input.copy_(images)
         recording.forward_graph.replay()
         return tuple(recording.outputs[i].detach() for i in recording.differentiable)
@@ -136,25 +126,14 @@ class _Replay(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, *grads: Tensor | None) -> Any:
         recording: Recording = ctx.recording
-        used: set[int] = set()
-        for k, (buffer, grad) in enumerate(zip(recording.grad_outputs, grads, strict=True)):
-            if grad is None:
-                buffer.zero_()
-            else:
-                used |= recording.reach[k]
-                if grad.data_ptr() != buffer.data_ptr():
-                    buffer.copy_(grad)
         if any(g is None for g in grads):
-            ctx.owner.notices.fallback(
-                "capture_network (outputs without gradient)",
-                "an output the objective does not use: parameters reached only from such outputs get no "
-                "gradient, as natively; the others' gradients include that output's zero contribution",
-            )
+            return (None, None, None, *ctx.owner.native_backward(recording, ctx.params, grads))
+        for buffer, grad in zip(recording.grad_outputs, grads, strict=True):
+            assert grad is not None
+            if grad.data_ptr() != buffer.data_ptr():
+                buffer.copy_(grad)
         recording.backward_graph.replay()
-        param_grads = tuple(
-            g if (g is not None and i in used) else None for i, g in enumerate(recording.grads)
-        )
-        return (None, None, None, *param_grads)
+        return (None, None, None, *recording.grads)
 
 
 class CapturedNetwork:
@@ -223,18 +202,44 @@ class CapturedNetwork:
             tensors[i] = out
         return rebuild(recording.template, iter(tensors))
 
-    def _autocast(self, device_type: str) -> contextlib.AbstractContextManager[Any]:
-        enabled, dtype = _autocast_state(device_type)
+    def _autocast(
+        self, device_type: str, state: tuple[bool, torch.dtype] | None = None
+    ) -> contextlib.AbstractContextManager[Any]:
+        enabled, dtype = _autocast_state(device_type) if state is None else state
         if not enabled:
             return contextlib.nullcontext()
         return torch.autocast(device_type, dtype=dtype, cache_enabled=False)
+
+    def native_backward(
+        self, recording: Recording, params: tuple[Tensor, ...], grads: tuple[Tensor | None, ...]
+    ) -> tuple[Tensor | None, ...]:
+        """The backward of a step whose objective left some outputs without gradient, computed natively: put the
+        buffers back to their pre-forward values, rerun the network eagerly on the same input (one buffer update,
+        the same outputs) and differentiate only the used outputs (see the module docstring)."""
+        self.notices.fallback(
+            "capture_network (a step with unused outputs)",
+            "the objective left some network outputs without gradient; that step's backward is recomputed",
+        )
+        with torch.no_grad():
+            for buffer, value in zip(recording.buffers, recording.snapshot, strict=True):
+                buffer.copy_(value)
+        device_type = recording.static_input.device.type
+        with torch.enable_grad(), self._autocast(device_type, recording.autocast):
+            outputs = flatten_tensors(self.model(recording.static_input))
+            wanted = [outputs[i] for i in recording.differentiable]
+            used = [(out, g) for out, g in zip(wanted, grads, strict=True) if g is not None]
+            if not used:
+                return tuple(None for _ in params)
+            result = torch.autograd.grad(
+                [out for out, _ in used], list(params), grad_outputs=[g for _, g in used], allow_unused=True
+            )
+        return tuple(result)
 
     def _record(self, images: Tensor, params: list[Tensor]) -> Recording:
         model = self.model
         buffers = list(model.buffers())
         saved = [b.detach().clone() for b in buffers]
         static_input = images.detach().clone()
-        index = {id(p): i for i, p in enumerate(params)}
         stream = torch.cuda.Stream(device=images.device)  # type: ignore[no-untyped-call]
         stream.wait_stream(torch.cuda.current_stream(images.device))
         try:
@@ -259,10 +264,12 @@ class CapturedNetwork:
             torch.cuda.graph(forward_graph, pool=pool, capture_error_mode=mode),
             self._autocast(images.device.type),
         ):
+            with torch.no_grad():
+                for value, buffer in zip(saved, buffers, strict=True):
+                    value.copy_(buffer)  # the pre-forward snapshot, refreshed by every replay
             template = model(static_input)
         outputs = flatten_tensors(template)
         differentiable = [i for i, t in enumerate(outputs) if t.requires_grad]
-        reach = [_reachable_parameters(outputs[i], index) for i in differentiable]
         grad_outputs = [torch.empty_like(outputs[i]) for i in differentiable]
         backward_graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(backward_graph, pool=pool, capture_error_mode=mode):
@@ -283,6 +290,8 @@ class CapturedNetwork:
             differentiable=differentiable,
             grad_outputs=grad_outputs,
             grads=list(grads),
-            reach=reach,
+            buffers=buffers,
+            snapshot=saved,
+            autocast=_autocast_state(images.device.type),
             param_ptrs=tuple(p.data_ptr() for p in params),
         )
