@@ -415,3 +415,16 @@ def test_pack_rejects_axis_aligned_boxes() -> None:
     batch = {"batch_idx": torch.zeros(1), "cls": torch.zeros(1, 1), "bboxes": torch.rand(1, 4)}
     with pytest.raises(ValueError, match="rboxes"):
         pack_rotated_targets(batch, 1, (32, 32))
+
+
+@pytest.mark.parametrize(("family", "sigmoid"), [("yolov8", True), ("yolo11", True), ("yolo26", False)])
+def test_obb_head_angle_activation_per_family(family: str, sigmoid: bool) -> None:
+    """Classic heads: θ = (sigmoid − 0.25)·π; YOLO26's OBB26 head uses its raw output (README head layout)."""
+    from lucid_core.models import build_model
+
+    model = build_model(family, "obb", "n", 2)
+    raw = torch.linspace(-4, 6, 11)
+    assert model.head.angle_sigmoid is sigmoid
+    expected = sigmoid_angle_radians(raw) if sigmoid else raw
+    assert torch.equal(model.head.angle_radians(raw), expected)
+    assert obb_objective(model, gains={}).angle_sigmoid is sigmoid
