@@ -218,6 +218,9 @@ def test_fuse_assigners_replaces_both_yolo26_branches() -> None:
     assert isinstance(loss.one2many.assigner, FusedAssigner)
     assert isinstance(loss.one2one.assigner, FusedAssigner)
     assert loss.one2one.assigner.topk2 == 1  # attributes forward to the wrapped assigner
+    inner = loss.one2many.assigner.inner
+    assert fuse_assigners(loss, FallbackNotices()) == 2  # a second fit re-attaches without wrapping twice
+    assert loss.one2many.assigner.inner is inner
 
 
 @pytest.mark.shared

@@ -160,7 +160,10 @@ def fuse_assigners(criterion: Any, notices: FallbackNotices) -> int:
             continue
         seen.add(id(obj))
         assigner = getattr(obj, "assigner", None)
-        if isinstance(assigner, TaskAlignedAssigner):
+        if isinstance(assigner, FusedAssigner):  # attached by an earlier fit of the same objective
+            assigner.notices = notices
+            count += 1
+        elif isinstance(assigner, TaskAlignedAssigner):
             obj.assigner = FusedAssigner(assigner, notices)
             count += 1
         for name in ("one2many", "one2one"):
