@@ -46,7 +46,9 @@ def _renames_in_one_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> int
     return count
 
 
-def test_a_crash_at_any_rename_leaves_a_loadable_best(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_crash_at_any_rename_leaves_a_loadable_best(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from lucid_core.checkpoint import (
         load_checkpoint,
         pending_weights_path,
@@ -89,10 +91,19 @@ def test_stale_temporaries_of_our_own_naming_are_removed_and_nothing_else(tmp_pa
 
     with atomic_path(tmp_path / "last.ckpt") as tmp:  # the naming atomic_path really uses
         ours = tmp.name
-    stale = [tmp_path / ours, tmp_path / ".best.safetensors.pending.k3j_9x0a.tmp", tmp_path / ".metrics.csv.abcd1234.tmp"]
+    stale = [
+        tmp_path / ours,
+        tmp_path / ".best.safetensors.pending.k3j_9x0a.tmp",
+        tmp_path / ".metrics.csv.abcd1234.tmp",
+    ]
     for path in stale:
         path.write_bytes(b"x" * 10)
-    kept = [tmp_path / "notes.tmp", tmp_path / ".hidden.tmp", tmp_path / "last.ckpt", tmp_path / ".x.TOOLONGNAME.tmp"]
+    kept = [
+        tmp_path / "notes.tmp",
+        tmp_path / ".hidden.tmp",
+        tmp_path / "last.ckpt",
+        tmp_path / ".x.TOOLONGNAME.tmp",
+    ]
     for path in kept:
         path.write_bytes(b"keep")
     removed = remove_stale_temporaries(tmp_path)

@@ -39,7 +39,6 @@ def test_a_split_without_instances_is_an_error_unless_allowed(
     damage: str, shapes_yaml: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from lucid_data.cli import main as data_main
-
     from lucid_train.errors import TrainingSetupError
 
     labels = _labels(shapes_yaml, "val")

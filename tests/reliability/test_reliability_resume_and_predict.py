@@ -61,11 +61,11 @@ def test_predict_reads_the_training_extensions_with_a_progress_bar(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     import cv2
-    from lucid_data.imageio import IMAGE_SUFFIXES as TRAINING
 
     from lucid_core.checkpoint import save_model
     from lucid_core.models import build_model
     from lucid_core.predict_cli import PREDICT_SUFFIXES, TRAINING_SUFFIXES, main
+    from lucid_data.imageio import IMAGE_SUFFIXES as TRAINING
 
     assert frozenset(TRAINING) == TRAINING_SUFFIXES and TRAINING_SUFFIXES <= PREDICT_SUFFIXES
     save_model(

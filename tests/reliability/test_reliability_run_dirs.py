@@ -68,7 +68,9 @@ def test_a_rank_started_by_the_claiming_process_adopts_its_directory(tmp_path: P
     script = tmp_path / "claim.py"
     script.write_text(CLAIM_THEN_START_A_RANK)
     base = str(tmp_path / "train")
-    done = subprocess.run([sys.executable, str(script), base, "rank1"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(script), base, "rank1"], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [base, base]
     # a later, unrelated process takes the next directory

@@ -20,6 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from lucid_core.cli_errors import one_paragraph
+
 __all__ = ["main"]
 
 
@@ -79,7 +81,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as exc:
         if isinstance(exc, LabelError):
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"lucid-data: error: {one_paragraph(str(exc))}", file=sys.stderr)
         return 2
     status = "OK" if n_problems == n_corrupt == 0 else "FAILED"
     print(
@@ -164,7 +166,7 @@ def _cmd_download(args: argparse.Namespace) -> int:
     assets = ASSETS
     if args.url:
         if not args.sha256:
-            print("error: --url needs --sha256 (downloads are always verified)", file=sys.stderr)
+            print("lucid-data: error: --url needs --sha256 (downloads are always verified)", file=sys.stderr)
             return 2
         name = args.url.rstrip("/").rsplit("/", 1)[-1]
         assets = {
@@ -178,7 +180,7 @@ def _cmd_download(args: argparse.Namespace) -> int:
     try:
         folder = download_dataset(args.name, args.root, parts=args.part, assets=assets, progress=progress)
     except (ChecksumError, OSError) as exc:
-        print(f"\nerror: {exc}", file=sys.stderr)
+        print(f"\nlucid-data: error: {one_paragraph(str(exc))}", file=sys.stderr)
         return 1
     print(f"\n{folder}", file=sys.stderr)
     return 0
