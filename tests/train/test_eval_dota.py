@@ -387,3 +387,20 @@ def test_merge_tiles_predicts_with_weights(tmp_path: Path, capsys: pytest.Captur
     both = [*common, "--weights", str(tmp_path / "obb"), "--dota-dets", str(labels), "--output", str(out)]
     assert main(both) == 2
     assert "exactly one detection source" in capsys.readouterr().err
+    # --split-scenes: whole scenes split here (two rates), predicted, merged back to the scene's name
+    scenes = tmp_path / "scenes"
+    scenes.mkdir()
+    assert cv2.imwrite(str(scenes / "scene.png"), rng.integers(0, 255, (90, 100, 3), dtype=np.uint8))
+    split = ["--split-scenes", "--tile-size", "64", "--gap", "16", "--rates", "1.0", "0.5"]
+    args = ["--task", "obb", "--dota-labels", str(labels), "--data", str(scenes), "--imgsz", "64", *split]
+    merged = tmp_path / "merged"
+    assert (
+        main([*args, "--weights", str(tmp_path / "obb"), "--merged-dets", str(merged), "--output", str(out)])
+        == 0
+    )
+    report = json.loads(out.read_text())
+    assert report["split"] == {"tile_size": 64, "gap": 16, "rates": [1.0, 0.5]} and report["merge_tiles"]
+    assert {im for d in read_task1_dir(merged).values() for im in d.images} <= {"scene"}
+    capsys.readouterr()
+    assert main([*args, "--gap", "64", "--weights", str(tmp_path / "obb"), "--output", str(out)]) == 2
+    assert "--gap 64" in capsys.readouterr().err

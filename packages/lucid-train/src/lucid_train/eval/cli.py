@@ -4,11 +4,13 @@
                [--iou 0.7] [--max-det 300] [--decode topk|nms|both] [--backend lucid|faster|pycocotools]
                [--device cpu] [--workers 0] --output report.json
     lucid-eval --task obb --dota-labels LABELTXT_DIR (--dota-dets TASK1_DIR | --weights W --data IMAGE_DIR)
-               [--merge-tiles] [--merged-dets DIR] --output report.json
+               [--merge-tiles | --split-scenes [--tile-size 1024] [--gap 200] [--rates 1.0 ...]]
+               [--merged-dets DIR] --output report.json
 
 The second form scores oriented boxes with the official DOTA Task-1 protocol (`lucid_train.eval.dota`: per-class
 VOC AP at polygon IoU 0.5, 07 11-point and all-point, difficult ignored) on whole images; with ``--merge-tiles``
-the detections are on devkit-named tiles (``name__rate__left___up``) and are merged back first.
+the detections are on devkit-named tiles (``name__rate__left___up``) and are merged back first; with
+``--split-scenes`` the --data scenes are split into such tiles here, predicted, merged and scored.
 
 Everything that can be wrong with the inputs is checked BEFORE inference: the checkpoint (lucid_core format and
 hash), the annotations (they must parse: strict reading), every image file (it must exist and be non-empty) and
@@ -58,6 +60,14 @@ def _parser() -> argparse.ArgumentParser:
         help="detections are on devkit-named tiles: map back by offset/rate, polygon NMS 0.1 per class",
     )
     dota.add_argument("--merged-dets", default=None, help="also write the scored Task1_<class>.txt here")
+    dota.add_argument(
+        "--split-scenes",
+        action="store_true",
+        help="--data holds whole scenes: split them (devkit tiles) before predicting; implies --merge-tiles",
+    )
+    dota.add_argument("--tile-size", type=int, default=1024, help="split tile size (devkit default 1024)")
+    dota.add_argument("--gap", type=int, default=200, help="tile overlap (devkit default 200)")
+    dota.add_argument("--rates", type=float, nargs="+", default=[1.0], help="split scales (multi-scale)")
     return p
 
 

@@ -27,7 +27,7 @@ files ``Task1_<class>.txt`` with lines ``image score x1 y1 ... x4 y4``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -379,7 +379,7 @@ def merge_task1_tiles(
 
 def predict_task1(
     model: Any,
-    image_files: Sequence[Path],
+    images: Iterable[tuple[str, Any]],
     *,
     names: Sequence[str] | None = None,
     imgsz: int,
@@ -389,8 +389,8 @@ def predict_task1(
     device: str = "cpu",
     decode: str | None = None,
 ) -> dict[str, Task1Detections]:
-    """Predict obb boxes on every image and return them as Task-1 detections (image = file stem, corners of
-    each rotated box in that image's pixels, class = the model's class name)."""
+    """Predict obb boxes on every ``(image name, image)`` (a path or an HWC uint8 RGB array) and return them as
+    Task-1 detections (corners of each rotated box in that image's pixels, class = the model's class name)."""
     from lucid_core.geometry.rotated import rboxes_to_polygons
     from lucid_core.predict import predict_prepared, prepare_inference_model
 
@@ -399,30 +399,30 @@ def predict_task1(
     per_class: dict[str, tuple[list[str], list[np.ndarray], list[np.ndarray]]] = {
         n: ([], [], []) for n in names
     }
-    for path in image_files:
+    for image_name, image in images:
         (det,) = predict_prepared(
-            net, path, mode=mode, imgsz=imgsz, conf=conf, iou=iou, max_det=max_det, device=device
+            net, image, mode=mode, imgsz=imgsz, conf=conf, iou=iou, max_det=max_det, device=device
         )
         if det.rboxes is None:
             raise ValueError(
-                f"{path}: the model predicts no rotated boxes (task {model.task!r}, expected obb)"
+                f"{image_name}: the model predicts no rotated boxes (task {model.task!r}, expected obb)"
             )
         polys = rboxes_to_polygons(det.rboxes.double()).numpy()
         scores = det.scores.double().numpy()
         labels = det.labels.numpy()
         for c in np.unique(labels):
             sel = labels == c
-            images, ss, ps = per_class[names[int(c)]]
-            images.extend([path.stem] * int(sel.sum()))
+            names_out, ss, ps = per_class[names[int(c)]]
+            names_out.extend([image_name] * int(sel.sum()))
             ss.append(scores[sel])
             ps.append(polys[sel])
     return {
         n: Task1Detections(
-            images,
+            names_out,
             np.concatenate(ss) if ss else np.zeros(0),
             np.concatenate(ps) if ps else np.zeros((0, 4, 2)),
         )
-        for n, (images, ss, ps) in per_class.items()
+        for n, (names_out, ss, ps) in per_class.items()
     }
 
 
@@ -434,12 +434,14 @@ def dota_mode_requested(args: Any) -> bool:
         getattr(args, "dota_labels", None)
         or getattr(args, "dota_dets", None)
         or getattr(args, "merge_tiles", False)
+        or getattr(args, "split_scenes", False)
     )
 
 
 def run_dota(args: Any) -> dict[str, Any]:
-    """``lucid-eval --task obb --dota-labels DIR (--dota-dets DIR | --weights W --data IMAGES) [--merge-tiles]``:
-    read (or predict) Task-1 detections, merge tiles when asked, score, write the report; returns it."""
+    """``lucid-eval --task obb --dota-labels DIR (--dota-dets DIR | --weights W --data IMAGES) [--merge-tiles]
+    [--split-scenes]``: read (or predict, on tiles split here) Task-1 detections, merge tiles, score, write the
+    report; returns it."""
     from lucid_train.eval.report import _finite, versions, write_report
 
     task = getattr(args, "task", None)
@@ -453,13 +455,19 @@ def run_dota(args: Any) -> dict[str, Any]:
             "--weights W with --data IMAGE_DIR (predicted here)"
         )
     labels = read_label_dir(args.dota_labels)
-    run_info: dict[str, Any] = {"labels": str(args.dota_labels), "merge_tiles": bool(args.merge_tiles)}
+    split = bool(getattr(args, "split_scenes", False))
+    if split and not args.weights:
+        raise DotaFormatError("--split-scenes splits the --data scenes for prediction: it needs --weights")
+    run_info: dict[str, Any] = {
+        "labels": str(args.dota_labels),
+        "merge_tiles": bool(args.merge_tiles) or split,
+    }
     if args.dota_dets:
         detections = read_task1_dir(args.dota_dets)
         run_info["detections"] = str(args.dota_dets)
     else:
         detections = _predict_for_dota(args, run_info)
-    if args.merge_tiles:
+    if args.merge_tiles or getattr(args, "split_scenes", False):
         from lucid_data.dota_tiles import MERGE_NMS_IOU
 
         detections = merge_task1_tiles(detections)
@@ -499,6 +507,10 @@ def _predict_for_dota(args: Any, run_info: dict[str, Any]) -> dict[str, Task1Det
         raise DotaFormatError(f"--data {args.data}: no image files")
     imgsz = int(args.imgsz or checkpoint.imgsz)
     assert checkpoint.weights_path is not None
+    images: Iterable[tuple[str, Any]] = ((p.stem, p) for p in files)
+    if getattr(args, "split_scenes", False):
+        images = _split_scene_files(files, args.tile_size, args.gap, args.rates)
+        run_info.update(split={"tile_size": args.tile_size, "gap": args.gap, "rates": list(args.rates)})
     run_info.update(
         weights=str(args.weights),
         weights_sha256=sha256_file(checkpoint.weights_path),
@@ -510,7 +522,7 @@ def _predict_for_dota(args: Any, run_info: dict[str, Any]) -> dict[str, Task1Det
     )
     return predict_task1(
         model,
-        files,
+        images,
         names=list(checkpoint.names),
         imgsz=imgsz,
         conf=args.conf,
@@ -518,3 +530,21 @@ def _predict_for_dota(args: Any, run_info: dict[str, Any]) -> dict[str, Task1Det
         max_det=args.max_det,
         device=args.device,
     )
+
+
+def _split_scene_files(
+    files: Sequence[Path], tile_size: int, gap: int, rates: Sequence[float]
+) -> Iterator[tuple[str, np.ndarray]]:
+    """Devkit tiles (name, RGB array) of every whole scene, in memory (`lucid_data.dota_tiles.split_scene`)."""
+    from lucid_data.dota_tiles import split_scene
+    from lucid_data.imageio import load_image
+
+    if tile_size <= 0 or not 0 <= gap < tile_size:
+        raise DotaFormatError(
+            f"--tile-size {tile_size} --gap {gap}: need tile size > 0 and 0 <= gap < tile size"
+        )
+    if not rates or any(r <= 0 for r in rates):
+        raise DotaFormatError(f"--rates {list(rates)}: need positive scale factors, e.g. --rates 1.0 0.5")
+    for path in files:
+        for name, tile in split_scene(load_image(path), path.stem, tile_size=tile_size, gap=gap, rates=rates):
+            yield str(name), np.ascontiguousarray(tile)
