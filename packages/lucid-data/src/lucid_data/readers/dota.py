@@ -275,10 +275,14 @@ def tile_targets(
 
 
 def polygon_iou(a: np.ndarray, b: np.ndarray) -> float:
-    """IoU of two convex polygons (P, 2) (exact, `cv2.intersectConvexConvex`)."""
-    inter, _ = cv2.intersectConvexConvex(a.astype(np.float32), b.astype(np.float32))
-    union = polygon_area(a) + polygon_area(b) - inter
-    return float(inter / union) if union > 0 else 0.0
+    """IoU of two convex polygons (P, 2), exact in float64 (`lucid_core.geometry.polygon_iou`)."""
+    import torch
+
+    from lucid_core.geometry.polygon_iou import paired_polygon_iou
+
+    pa = torch.as_tensor(np.asarray(a, dtype=np.float64).reshape(1, -1, 2))
+    pb = torch.as_tensor(np.asarray(b, dtype=np.float64).reshape(1, -1, 2))
+    return float(paired_polygon_iou(pa, pb)[0])
 
 
 def merge_tile_predictions(
@@ -301,18 +305,15 @@ def merge_tile_predictions(
     if not rbs:
         return np.zeros((0, 5), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64)
     rboxes, scores, labels = np.concatenate(rbs), np.concatenate(scs), np.concatenate(lbs)
-    corners = rbox_to_corners(rboxes)
-    lo, hi = corners.min(1), corners.max(1)  # axis-aligned hulls: cheap rejection before the exact IoU
-    order = np.argsort(-scores, kind="stable")
-    kept: list[int] = []
-    for i in order:
-        if kept:
-            k = np.array(kept)
-            near = k[(labels[k] == labels[i]) & (lo[k] < hi[i]).all(1) & (hi[k] > lo[i]).all(1)]
-            if any(polygon_iou(corners[i], corners[j]) > iou_threshold for j in near):
-                continue
-        kept.append(int(i))
-    idx = np.array(kept, dtype=np.int64)
+    from lucid_data.dota_tiles import polygon_nms  # the devkit merge's greedy polygon NMS (one home)
+
+    corners = rbox_to_corners(rboxes).astype(np.float64)
+    kept = [np.zeros(0, np.int64)]
+    for c in np.unique(labels):
+        members = np.flatnonzero(labels == c)
+        kept.append(members[polygon_nms(corners[members], scores[members], iou_threshold)])
+    idx = np.concatenate(kept)
+    idx = idx[np.lexsort((idx, -scores[idx]))]  # descending score, ties in input order
     return rboxes[idx], scores[idx], labels[idx]
 
 
