@@ -245,3 +245,15 @@ def test_fused_assigner_equals_eager_on_the_public_fixture(shared_dir: Path) -> 
         notices = FallbackNotices()
         _assert_same(_run(FusedAssigner(eager, notices), inputs), _run(eager, inputs))
         assert not notices.reasons, (name, notices.reasons)
+
+
+def test_an_assigner_with_its_own_pipeline_stays_native() -> None:
+    class OwnPipeline(TaskAlignedAssigner):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return super().__call__(*args, **kwargs)
+
+    notices = FallbackNotices()
+    fused = FusedAssigner(OwnPipeline(num_classes=5), notices)
+    inputs = _batch(6)
+    with pytest.warns(AccelFallbackWarning, match="own assignment pipeline"):
+        _assert_same(_run(fused, inputs), _run(fused.inner, inputs))

@@ -45,6 +45,10 @@ class FusedAssigner:
         """The reason the kernels do not apply to these inputs, or None when they do."""
         if self.disabled:
             return "disabled after a failed launch"
+        from lucid_core.assign import TaskAlignedAssigner
+
+        if type(self.inner).__call__ is not TaskAlignedAssigner.__call__:
+            return f"{type(self.inner).__name__} has its own assignment pipeline"
         if importlib.util.find_spec("triton") is None:
             return "triton is not installed (pip install 'lucid-accel[cuda]')"
         if pd_scores.device.type != "cuda" and not kernels.interpreting():
