@@ -171,12 +171,14 @@ def _check_blocks(
     """Dense proto / semantic gradients from their blocks; ``same_as:<case>`` and ``omitted`` handled generically."""
     for key, leaf_key in (("proto_blocks", "proto"), ("semantic_blocks", "semantic")):
         record = grads.get(key)
+        for _ in range(len(cases)):  # follow "same_as:<case>" references
+            if not (isinstance(record, str) and record.startswith("same_as:")):
+                break
+            other = cases[record.removeprefix("same_as:")]["results"]
+            record = (other["e2e"]["grads"] if "e2e" in other else other["grads"]).get(key)
         if record is None or record == "omitted":
             continue
-        if isinstance(record, str):
-            assert record.startswith("same_as:"), record
-            other = cases[record.removeprefix("same_as:")]["results"]
-            record = (other["e2e"]["grads"] if "e2e" in other else other["grads"])[key]
+        assert isinstance(record, dict), f"{key}: unknown marker {record!r}"
         grad = aux[leaf_key].grad
         expected = _dense_blocks(record)
         if grad is None:
@@ -251,6 +253,7 @@ def _check_end_to_end(
         _check_branch(result, record, nc)
         result.total.backward()
         _check_sparse_grads(record.get("grads", {}), leaves[name], GRAD_ATOL)
+        _check_blocks(record.get("grads", {}), leaves["aux"], fx["cases"], GRAD_ATOL)
         if name == "one2one":
             assert all(leaf.grad is None for leaf in leaves["aux"].values())
 
