@@ -11,8 +11,8 @@ Pipeline (the same for in-training validation and ``lucid-eval``; issue 7):
 3. ``lucid_core.decode.postprocess`` decodes (validation defaults conf 0.001, iou 0.7, max_det 300);
 4. boxes / keypoints / masks / rotated boxes go back to ORIGINAL pixels with the inverse letterbox mappings
    (``scale_*_back``; an OBB's box is the hull of its mapped rotated box), exactly as ``lucid_core.predict``;
-5. `COCOEvaluator` scores them against ``CocoGroundTruth.from_source`` (task → IoU types: detect/obb ``bbox``,
-   segment ``bbox`` + ``segm``, pose ``bbox`` + ``keypoints``; OBB is scored on the axis-aligned hull).
+5. `COCOEvaluator` scores them against ``CocoGroundTruth.from_source`` (task → IoU types: detect ``bbox``,
+   obb ``rotated`` (exact polygon IoU, issue 17), segment ``bbox`` + ``segm``, pose ``bbox`` + ``keypoints``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from lucid_train.eval.evaluator import COCOEvaluator, EvalResult
 DECODE_CHOICES = ("topk", "nms", "both")
 TASK_IOU_TYPES: dict[str, tuple[str, ...]] = {
     "detect": ("bbox",),
-    "obb": ("bbox",),
+    "obb": ("rotated",),
     "segment": ("bbox", "segm"),
     "pose": ("bbox", "keypoints"),
 }
