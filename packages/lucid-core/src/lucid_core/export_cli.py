@@ -187,6 +187,26 @@ def export(args: argparse.Namespace) -> tuple[Path, list[OutputParity] | None, s
     return path, report, description
 
 
+def print_report(
+    args: argparse.Namespace, path: Path, report: list[OutputParity] | None, description: str
+) -> bool:
+    """Print what was exported and the parity check (module docstring); False when the check failed."""
+    print(f"lucid-export: {args.weights} -> {path} ({description})")
+    if report is None:
+        reason = (
+            "--no-check" if args.no_check else 'onnxruntime is not installed (pip install "lucid-core[onnx]")'
+        )
+        print(f"lucid-export: parity check skipped: {reason}")
+        return True
+    for item in report:
+        verdict = "ok" if item.within else "FAILED"
+        print(
+            f"lucid-export: parity onnxruntime vs PyTorch, {item.name} {item.shape}: max |diff| "
+            f"{item.max_abs_diff:.3g} (atol = rtol = {item.tolerance:g}): {verdict}"
+        )
+    return all(item.within for item in report)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -194,20 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ExportInputError as exc:
         print(f"lucid-export: error: {exc}", file=sys.stderr)
         return 2
-    print(f"lucid-export: {args.weights} -> {path} ({description})")
-    if report is None:
-        reason = (
-            "--no-check" if args.no_check else 'onnxruntime is not installed (pip install "lucid-core[onnx]")'
-        )
-        print(f"lucid-export: parity check skipped: {reason}")
-        return 0
-    for item in report:
-        verdict = "ok" if item.within else "FAILED"
-        print(
-            f"lucid-export: parity onnxruntime vs PyTorch, {item.name} {item.shape}: max |diff| "
-            f"{item.max_abs_diff:.3g} (atol = rtol = {item.tolerance:g}): {verdict}"
-        )
-    return 0 if all(item.within for item in report) else 1
+    return 0 if print_report(args, path, report, description) else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

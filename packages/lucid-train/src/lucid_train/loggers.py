@@ -115,10 +115,12 @@ class RunDirConfig(SaveConfigCallback):
     def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         run_dir = Path(trainer.default_root_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.parser.save(
-            self.config,
-            str(run_dir / self.config_filename),
-            skip_none=False,
-            overwrite=self.overwrite,
-            multifile=self.multifile,
-        )
+        # None values are kept, as Lightning's own writer does (jsonargparse 4.49 renamed skip_none skip_unset)
+        target = str(run_dir / self.config_filename)
+        options = {"overwrite": self.overwrite, "multifile": self.multifile}
+        try:
+            self.parser.save(self.config, target, skip_unset=False, **options)
+        except (TypeError, ValueError) as exc:  # jsonargparse < 4.49
+            if "skip_unset" not in str(exc):
+                raise
+            self.parser.save(self.config, target, skip_none=False, **options)

@@ -1,0 +1,414 @@
+"""`YOLO`: the ``model.fit / val / predict / export`` habits people bring from the incumbent, on top of Lightning.
+
+Every method is a thin call into a command that already exists, with the same defaults, run directory and files:
+
+=========================  ===========================================================================
+``YOLO(...).fit(...)``     ``lucid-train fit`` (:func:`lucid_train.cli.build_cli`: LightningCLI, our module, data
+                           module, callbacks, loggers, run directory rules)
+``YOLO(...).val(...)``     ``lucid-eval`` (:func:`lucid_train.eval.cli.run`: input checks, COCO scoring, report)
+``YOLO(...).predict(...)`` ``lucid-predict`` (:func:`lucid_core.predict.predict`; ``output=`` runs
+                           :func:`lucid_core.predict_cli.main`, so the JSON files are lucid-predict's)
+``YOLO(...).export(...)``  ``lucid-export`` (:func:`lucid_core.export_cli.export`: the ONNX file + parity check)
+=========================  ===========================================================================
+
+``YOLO(source)`` takes a registered model name (``yolo26n``, ``yolo11s-pose``, ``yolov8m-seg``:
+:func:`lucid_core.list_models` ``.name``; randomly initialised, trained from scratch by ``fit``), lucid-core
+weights (a stem, ``.safetensors`` or ``.json``, e.g. ``runs/train/best``) or a reference ``.pt`` checkpoint
+(converted once with ``lucid-convert`` into ``$LUCID_CACHE_DIR/converted/``; nothing in the pickle runs). After
+``fit`` the object holds the run's ``best`` weights, so ``val``/``predict``/``export`` use the trained model.
+
+``fit`` keyword arguments map onto ``lucid-train`` flags: ``data`` → ``--data.root``, ``epochs`` →
+``--trainer.max_epochs``, ``imgsz`` → ``--data.imgsz``, ``batch`` → ``--data.batch_size``, ``workers`` →
+``--data.workers``, ``device`` → ``--trainer.accelerator``/``--trainer.devices``, ``seed`` →
+``--seed_everything`` and ``--data.seed``, ``run_dir`` (or ``project``/``name``) → ``--trainer.default_root_dir``,
+``optimizer`` → ``--optimizer.name``; any field of the recipe (``lr0``, ``momentum``, ``warmup_epochs``… →
+``--optimizer.*``; ``box``, ``cls``, ``dfl``… → ``--loss.*``) or of the augmentation (``mosaic``, ``fliplr``,
+``close_mosaic``… → ``--data.augment.*``) by its name; and any flag by its dotted name
+(``**{"trainer.precision": "bf16-mixed"}``). :meth:`YOLO.fit_command` shows the command a call runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lucid_train.errors import TrainingSetupError
+
+#: reference-style task suffixes of model names (``yolo26n-seg``) → task.
+DEFAULT_NUM_CLASSES = 80
+
+
+def _flag_value(value: Any) -> str:
+    """A Python value as a jsonargparse command-line value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(list(value) if isinstance(value, tuple) else value)
+    return str(os.fspath(value)) if isinstance(value, os.PathLike) else str(value)
+
+
+def _recipe_flags() -> dict[str, str]:
+    """Recipe/augmentation field name → its dotted ``lucid-train`` flag (see the module docstring)."""
+    from lucid_data.augment.pipeline import AugmentConfig
+    from lucid_train.recipe import LossConfig, OptimizerConfig
+
+    flags: dict[str, str] = {}
+    for cls, prefix in (
+        (AugmentConfig, "data.augment"),
+        (LossConfig, "loss"),
+        (OptimizerConfig, "optimizer"),
+    ):
+        for field in dataclasses.fields(cls):
+            flags.setdefault(field.name, f"{prefix}.{field.name}")
+    flags["optimizer"] = "optimizer.name"
+    return flags
+
+
+def _device_flags(device: str | int) -> list[str]:
+    """``device`` (``cpu``, ``cuda``, ``cuda:N``, ``N``, ``gpu``, ``auto``, ``mps``) → trainer flags."""
+    text = str(device).strip().lower()
+    if text in ("cpu", "gpu", "auto", "mps", "cuda"):
+        return ["--trainer.accelerator", "gpu" if text == "cuda" else text]
+    index = text.split(":", 1)[1] if text.startswith("cuda:") else text
+    if index.isdigit():
+        return ["--trainer.accelerator", "gpu", "--trainer.devices", json.dumps([int(index)])]
+    raise TrainingSetupError(f"device: expected cpu, cuda, cuda:N, N, gpu, mps or auto, got {device!r}")
+
+
+def _model_key(name: str) -> Any:
+    """The registered ``ModelKey`` spelled ``name`` (``yolo26n-seg``), or None."""
+    from lucid_core.models import list_models
+
+    return next((key for key in list_models() if key.name == name), None)
+
+
+class YOLO:
+    """A model plus the incumbent's ``fit``/``val``/``predict``/``export`` verbs (module docstring).
+
+    Args:
+        model: a registered model name (``yolo26n``; :func:`lucid_core.list_models`), lucid-core weights (stem,
+            ``.safetensors`` or ``.json``) or a reference ``.pt`` checkpoint.
+
+    Attributes:
+        weights: the lucid-core weights this object uses (``None`` for an untrained model name until ``fit``).
+        run_dir: the last ``fit`` run directory (``None`` before).
+    """
+
+    def __init__(self, model: str | os.PathLike[str] = "yolo26n") -> None:
+        text = os.fspath(model)
+        self.source = text
+        self.key = _model_key(text)
+        self.reference: Path | None = None
+        self.weights: Path | None = None
+        self.run_dir: Path | None = None
+        self.data: str | None = None
+        self.trainer: Any = None
+        self._model: Any = None
+        self._scratch: Path | None = None
+        if self.key is not None:
+            return
+        path = Path(text)
+        if path.suffix == ".pt":
+            if not path.is_file():
+                raise FileNotFoundError(f"YOLO({text!r}): no such reference checkpoint")
+            self.reference = path
+            return
+        from lucid_core.checkpoint import checkpoint_paths
+
+        weights, config = checkpoint_paths(path)
+        if not weights.is_file() or not config.is_file():
+            raise FileNotFoundError(
+                f"YOLO({text!r}): expected a registered model name (e.g. yolo26n, yolo11s-pose; see "
+                f"lucid_core.list_models()), lucid-core weights ({weights.name} + {config.name}) or a reference "
+                ".pt checkpoint"
+            )
+        self.weights = weights.with_suffix("")
+
+    # ------------------------------------------------------------------ the model behind this object
+    def weights_path(self) -> Path:
+        """lucid-core weights on disk (converting a reference ``.pt``, or saving an untrained model, once)."""
+        if self.weights is not None:
+            return self.weights
+        if self.reference is not None:
+            self.weights = self._converted(self.reference)
+            return self.weights
+        if self._scratch is None:  # an untrained model name: its random weights, saved once
+            from lucid_core.checkpoint import save_model
+
+            folder = Path(tempfile.mkdtemp(prefix="lucid-yolo-"))
+            self._scratch = folder / self.key.name
+            save_model(
+                self.model, self._scratch, names=[str(i) for i in range(DEFAULT_NUM_CLASSES)], imgsz=640
+            )
+        return self._scratch
+
+    @staticmethod
+    def _converted(reference: Path) -> Path:
+        """``lucid-convert REFERENCE $LUCID_CACHE_DIR/converted/<stem>-<sha8>`` (once per file content)."""
+        from lucid_core.checkpoint import checkpoint_paths, file_sha256
+        from lucid_core.interop.cli import main as convert
+        from lucid_train.datamodule import cache_root
+
+        target = cache_root() / "converted" / f"{reference.stem}-{file_sha256(reference)[:8]}"
+        if not checkpoint_paths(target)[0].is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if convert([str(reference), str(target)]) != 0:
+                raise TrainingSetupError(
+                    f"YOLO({str(reference)!r}): lucid-convert refused the file (see above)"
+                )
+        return target
+
+    @property
+    def model(self) -> Any:
+        """The ``lucid_core`` YOLOModel (loaded on first use; a fresh one for a model name)."""
+        if self._model is None:
+            if self.weights is None and self.reference is None:
+                from lucid_core.models import build_model
+
+                self._model = build_model(
+                    self.key.family, self.key.task, self.key.scale, num_classes=DEFAULT_NUM_CLASSES
+                )
+            else:
+                from lucid_core.checkpoint import load_model
+
+                self._model = load_model(self.weights_path())
+        return self._model
+
+    def _model_flags(self) -> list[str]:
+        if self.weights is None and self.reference is None:
+            family, scale, task = self.key.family, self.key.scale, self.key.task
+            weights: list[str] = []
+        else:
+            path = self.weights_path()
+            config = self.model.config
+            family, scale, task = config.family, config.scale, config.task
+            weights = ["--model.weights", str(path)]
+        flags = ["--model.family", family, "--model.scale", scale, *weights]
+        return flags + (["--model.task", task] if task != "detect" else [])
+
+    # ------------------------------------------------------------------ fit
+    def fit_command(
+        self,
+        data: str | os.PathLike[str] | None = None,
+        epochs: int | None = None,
+        **recipe: Any,
+    ) -> list[str]:
+        """The ``lucid-train`` command line (without the program name) that :meth:`fit` runs."""
+        args = ["fit", *self._model_flags()]
+        if data is not None:
+            args += ["--data.root", os.fspath(data)]
+        if epochs is not None:
+            args += ["--trainer.max_epochs", str(int(epochs))]
+        simple = {"imgsz": "data.imgsz", "batch": "data.batch_size", "workers": "data.workers"}
+        flags = _recipe_flags()
+        run_dir = recipe.pop("run_dir", None)
+        project, name = recipe.pop("project", None), recipe.pop("name", None)
+        if run_dir is None and (project is not None or name is not None):
+            run_dir = Path(project or "runs") / (name or "train")
+        if run_dir is not None:
+            args += ["--trainer.default_root_dir", os.fspath(run_dir)]
+        if "device" in recipe:
+            args += _device_flags(recipe.pop("device"))
+        if "seed" in recipe:
+            seed = str(int(recipe.pop("seed")))
+            args += ["--seed_everything", seed, "--data.seed", seed]
+        for key, value in recipe.items():
+            flag = simple.get(key) or flags.get(key) or (key if "." in key else None)
+            if flag is None:
+                known = sorted({*simple, *flags, "device", "seed", "run_dir", "project", "name"})
+                raise TypeError(
+                    f"YOLO.fit: unknown setting {key!r}; expected one of {known} or a dotted lucid-train flag "
+                    "such as 'trainer.precision'"
+                )
+            args += [f"--{flag}", _flag_value(value)]
+        return args
+
+    def fit(
+        self, data: str | os.PathLike[str] | None = None, epochs: int | None = None, **recipe: Any
+    ) -> Path:
+        """Train; returns the run directory. The same run as ``lucid-train`` with :meth:`fit_command`'s flags.
+
+        Example (equivalent CLI command)::
+
+            YOLO("yolo26n").fit(data="data.yaml", epochs=10, imgsz=96, lr0=0.004)
+            # lucid-train fit --model.family yolo26 --model.scale n --data.root data.yaml \\
+            #     --trainer.max_epochs 10 --data.imgsz 96 --optimizer.lr0 0.004
+
+        With ``data=None`` the embedded default (the synthetic shapes run) is trained, as ``lucid-train fit``.
+        Setup errors raise :class:`~lucid_train.errors.TrainingSetupError` (the CLI prints the same paragraph).
+        """
+        from lucid_train.cli import _check_config_files, build_cli, with_embedded_default
+
+        args = with_embedded_default(self.fit_command(data, epochs, **recipe))
+        _check_config_files(args)
+        with warnings.catch_warnings():  # the CLI's own notice filters (lucid_train.cli.main)
+            warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+            cli = build_cli(args)
+        self.trainer = cli.trainer
+        self.run_dir = Path(cli.trainer.default_root_dir)
+        self.data = None if data is None else os.fspath(data)
+        if self.data is None:
+            self.data = str(cli.datamodule.root)
+        best = self.run_dir / "best"
+        if (self.run_dir / "best.safetensors").is_file():
+            self.weights, self.reference, self._model = best, None, None
+        return self.run_dir
+
+    # ------------------------------------------------------------------ val
+    def val(self, data: str | os.PathLike[str] | None = None, **options: Any) -> dict[str, Any]:
+        """COCO-protocol scores on ``data`` (default: the data of the last ``fit``): the ``lucid-eval`` report.
+
+        Example (equivalent CLI command)::
+
+            YOLO("runs/train/best").val(data="data.yaml", output="runs/train/eval.json")
+            # lucid-eval --weights runs/train/best --data data.yaml --output runs/train/eval.json
+
+        ``options``: ``split``, ``imgsz``, ``batch``, ``conf``, ``iou``, ``max_det``, ``decode``, ``backend``,
+        ``device``, ``workers``, ``output`` (default: ``eval.json`` beside the weights). Returns the report dict
+        (``report["iou_types"]["bbox"]["mAP50-95"]`` …), also written to ``output``.
+        """
+        from lucid_train.eval.cli import EvalInputError, _parser, run
+
+        source = os.fspath(data) if data is not None else self.data
+        if source is None:
+            raise TrainingSetupError("YOLO.val: no data given and no fit ran; pass data=<dataset>")
+        weights = self.weights_path()
+        output = options.pop("output", None) or weights.parent / "eval.json"
+        argv = ["--weights", str(weights), "--data", source, "--output", os.fspath(output)]
+        for key, value in options.items():
+            argv += [f"--{key.replace('_', '-')}", _flag_value(value)]
+        args = _parser().parse_args(argv)
+        try:
+            return run(args)
+        except EvalInputError as exc:
+            raise TrainingSetupError(str(exc)) from exc
+
+    # ------------------------------------------------------------------ predict
+    def predict(
+        self,
+        source: str | os.PathLike[str] | Sequence[Any] | Any,
+        *,
+        output: str | os.PathLike[str] | None = None,
+        imgsz: int | None = None,
+        conf: float | None = None,
+        iou: float | None = None,
+        max_det: int | None = None,
+        device: str = "cpu",
+        decode: str | None = None,
+    ) -> list[Any]:
+        """Detections (``lucid_core.Detections``, original-image pixels) of each image of ``source``.
+
+        ``source``: an image file, a folder (its image files, as ``lucid-predict``), or images
+        ``lucid_core.predict`` accepts (arrays, tensors, PIL images). ``imgsz`` defaults to the weights'. With
+        ``output`` the per-image JSON files are written by ``lucid-predict`` itself. Example::
+
+            YOLO("runs/train/best").predict("images/", output="runs/predict")
+            # lucid-predict --weights runs/train/best --source images/ --output runs/predict
+        """
+        from lucid_core.checkpoint import load_checkpoint
+        from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
+        from lucid_core.predict import list_image_files, predict
+
+        weights = self.weights_path()
+        checkpoint = load_checkpoint(weights)
+        size = int(imgsz or checkpoint.imgsz)
+        values = {
+            "conf": PREDICT_CONF if conf is None else conf,
+            "iou": DEFAULT_IOU if iou is None else iou,
+            "max_det": DEFAULT_MAX_DET if max_det is None else max_det,
+        }
+        images: Any = source
+        if isinstance(source, str | os.PathLike):
+            images = list_image_files(source)
+        detections = predict(checkpoint.model, images, imgsz=size, device=device, decode=decode, **values)  # type: ignore[arg-type]
+        if output is not None:
+            if not isinstance(source, str | os.PathLike):
+                raise TypeError(
+                    "YOLO.predict: output= needs a file or folder source (what lucid-predict reads)"
+                )
+            from lucid_core.predict_cli import main as predict_cli
+
+            argv = ["--weights", str(weights), "--source", os.fspath(source), "--output", os.fspath(output)]
+            argv += ["--imgsz", str(size), "--conf", str(values["conf"]), "--iou", str(values["iou"])]
+            argv += ["--max-det", str(values["max_det"]), "--device", device]
+            argv += ["--decode", decode] if decode is not None else []
+            if predict_cli(argv) != 0:
+                raise TrainingSetupError(
+                    f"YOLO.predict: lucid-predict wrote nothing for {source} (see above)"
+                )
+        return detections
+
+    # ------------------------------------------------------------------ export
+    def export(
+        self,
+        format: str = "onnx",
+        *,
+        imgsz: int | None = None,
+        dynamic_batch: bool = False,
+        half: bool = False,
+        output: str | os.PathLike[str] | None = None,
+        check: bool = True,
+    ) -> Path:
+        """Export the weights (``lucid-export``) and print its parity check; returns the written file.
+
+        Example (equivalent CLI command)::
+
+            YOLO("runs/train/best").export("onnx", imgsz=640)
+            # lucid-export runs/train/best --format onnx --imgsz 640
+
+        The file goes beside the weights unless ``output`` is given (an untrained model name: ``<name>.onnx`` in
+        the working directory). A failed parity check raises ``RuntimeError``.
+        """
+        from lucid_core.export_cli import ExportInputError, build_parser, export, print_report
+
+        weights = self.weights_path()
+        if output is None and self.weights is None and self.reference is None:
+            output = Path.cwd() / f"{self.key.name}.onnx"
+        argv = [str(weights), "--format", format]
+        argv += ["--imgsz", str(imgsz)] if imgsz is not None else []
+        argv += ["--dynamic-batch"] if dynamic_batch else []
+        argv += ["--half"] if half else []
+        argv += ["--output", os.fspath(output)] if output is not None else []
+        argv += [] if check else ["--no-check"]
+        args: argparse.Namespace = build_parser().parse_args(argv)
+        try:
+            path, report, description = export(args)
+        except ExportInputError as exc:
+            raise TrainingSetupError(str(exc)) from exc
+        if not print_report(args, path, report, description):
+            raise RuntimeError(
+                f"lucid-export: {path}: the onnxruntime outputs differ from PyTorch (see above)"
+            )
+        return path
+
+    def __repr__(self) -> str:
+        return f"YOLO({self.source!r}, weights={None if self.weights is None else str(self.weights)!r})"
+
+
+def evaluate(model: Any, data: str | os.PathLike[str] | Any, **options: Any) -> Any:
+    """COCO-protocol scores (``lucid_train.EvalResult``) of ``model`` on the ``val`` split of ``data``.
+
+    ``model``: a ``lucid_core`` YOLOModel or lucid-core weights (a path; ``imgsz`` then defaults to the weights').
+    ``data``: a dataset path (YOLO data YAML, COCO JSON/folder, DOTA folder), a ``DatasetSource`` or a
+    ``DetectionDataset``. ``options`` go to :func:`lucid_train.eval.evaluate_model` (``imgsz``, ``batch_size``,
+    ``conf``, ``iou``, ``max_det``, ``decode``, ``device``, ``backend``…), whose pipeline ``lucid-eval`` runs too.
+    """
+    from lucid_train.eval import evaluate_model
+
+    if isinstance(model, str | os.PathLike):
+        from lucid_core.checkpoint import load_checkpoint
+
+        checkpoint = load_checkpoint(model)
+        options.setdefault("imgsz", checkpoint.imgsz)
+        model = checkpoint.model
+    source = os.fspath(data) if isinstance(data, os.PathLike) else data
+    return evaluate_model(model, source, **options)
