@@ -55,6 +55,10 @@ USER_OS_ERRNOS = frozenset(
 _PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
 
 
+#: a full or read-only disk: a user's problem even when the failing write names no file.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
 class UsageError(ValueError):
     """A command-line value (a flag, a path) cannot be used; the message names the flag and the value."""
 
@@ -90,9 +94,11 @@ def one_paragraph(text: str) -> str:
 
 def describe_os_error(exc: OSError) -> str | None:
     """A one-paragraph description of an OS error about the user's files or disk, else ``None`` (a bug)."""
-    if exc.errno not in USER_OS_ERRNOS or not (exc.filename or exc.filename2):
+    if exc.errno not in USER_OS_ERRNOS:
         return None
-    names = " -> ".join(str(n) for n in (exc.filename, exc.filename2) if n)
+    if not (exc.filename or exc.filename2) and exc.errno not in DISK_ERRNOS:
+        return None
+    names = " -> ".join(str(n) for n in (exc.filename, exc.filename2) if n) or "writing a file"
     reason = exc.strerror or os.strerror(exc.errno or 0)
     hint = {
         errno.ENOSPC: "free disk space or write to another folder",

@@ -22,3 +22,14 @@ class NonFiniteLossError(RuntimeError):
             "(last.ckpt of the previous epoch) was kept. Lower --optimizer.lr0, check these labels, or resume with "
             "--ckpt_path pointing at last.ckpt."
         )
+
+
+class ArtifactWriteError(RuntimeError):
+    """A run-directory file (checkpoint, metrics) could not be written: a full disk or an unwritable folder."""
+
+    def __init__(self, path: object, cause: BaseException) -> None:
+        super().__init__(
+            f"{path}: could not be written ({type(cause).__name__}: {cause}); the disk may be full or the folder "
+            "read-only. Free space or choose another --trainer.default_root_dir; the previous file of this name, "
+            "if any, is intact (writes are atomic), so the run can resume from it."
+        )

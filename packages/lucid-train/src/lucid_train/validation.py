@@ -22,7 +22,7 @@ from lucid_core.cli_errors import UsageError
 from lucid_data.cache import CacheTooLargeError
 from lucid_data.imageio import CorruptImageError
 from lucid_data.readers.common import LabelError
-from lucid_train.errors import NonFiniteLossError, TrainingSetupError
+from lucid_train.errors import ArtifactWriteError, NonFiniteLossError, TrainingSetupError
 
 KNOWN_ERRORS: tuple[type[BaseException], ...] = (
     TrainingSetupError,
@@ -30,6 +30,7 @@ KNOWN_ERRORS: tuple[type[BaseException], ...] = (
     CorruptImageError,
     CacheTooLargeError,
     NonFiniteLossError,
+    ArtifactWriteError,
     UsageError,
 )
 

@@ -34,6 +34,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from lucid_core.atomic import atomic_path, atomic_write_json, atomic_write_text
+from lucid_train.errors import ArtifactWriteError
 
 
 def run_dir_of(trainer: pl.Trainer) -> Path:
@@ -166,10 +167,15 @@ class RunArtifacts(pl.Callback):
         if not trainer.is_global_zero:
             trainer.save_checkpoint(path, weights_only=False)  # writes nothing off rank 0
             return
-        with atomic_path(path) as tmp:
-            trainer.save_checkpoint(
-                tmp, weights_only=False
-            )  # full state: optimizer, loops, callbacks (resume)
+        try:
+            with atomic_path(path) as tmp:
+                trainer.save_checkpoint(
+                    tmp, weights_only=False
+                )  # full state: optimizer, loops, callbacks (resume)
+        except (OSError, RuntimeError) as exc:  # torch reports a failed write as RuntimeError
+            if isinstance(exc, RuntimeError) and "writ" not in str(exc).lower():
+                raise
+            raise ArtifactWriteError(path, exc) from exc
 
     def _write_plots(self, trainer: pl.Trainer, pl_module: pl.LightningModule, run_dir: Path) -> None:
         try:
