@@ -428,3 +428,34 @@ def test_obb_head_angle_activation_per_family(family: str, sigmoid: bool) -> Non
     expected = sigmoid_angle_radians(raw) if sigmoid else raw
     assert torch.equal(model.head.angle_radians(raw), expected)
     assert obb_objective(model, gains={}).angle_sigmoid is sigmoid
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name", FILES)
+def test_static_row_count_and_dropped_rows_pack_the_same(shared_dir: Path, name: str) -> None:
+    """M = N (the compile-time packing) gives the fixture's losses and assignment; a dropped row leaves no trace."""
+    fx = _fixture(shared_dir, name)
+    meta, flat = fx["meta"], fx["targets"]
+    imgsz = (int(meta["imgsz_hw"][0]), int(meta["imgsz_hw"][1]))
+    batch_size = int(meta["input_shape"][0])
+    packed = pack_rotated_targets(flat, batch_size, imgsz)
+    static = pack_rotated_targets(flat, batch_size, imgsz, rows=flat["bboxes"].shape[0])
+    m = packed.gt_bboxes.shape[1]
+    assert torch.equal(static.gt_bboxes[:, :m], packed.gt_bboxes) and not static.mask_gt[:, m:].any()
+    branch = _branches(fx)[0]
+    record = _part(fx["results"]["with_targets"], branch)
+    output = _output(_part(fx["head_outputs"], branch), meta, [None])
+    result = _loss(fx, branch).branch_loss(output, output.one2many, static, {})
+    _check_values(result, record, _loss(fx, branch).loss_names)
+    assert torch.equal(result.assignment.fg_mask, record["assigned"]["fg_mask"])
+    assert torch.equal(result.assignment.target_gt_idx, record["assigned"]["target_gt_idx"])
+    # a 1-px-wide row inserted in the middle of image 0 is dropped before padding
+    tiny = torch.tensor([[0.5, 0.5, 1.0 / imgsz[1], 0.2, 0.3]])
+    mid = int((flat["batch_idx"] == 0).sum()) // 2
+    with_tiny = {
+        "batch_idx": torch.cat((flat["batch_idx"][:mid], torch.zeros(1), flat["batch_idx"][mid:])),
+        "cls": torch.cat((flat["cls"][:mid], torch.zeros(1, 1), flat["cls"][mid:])),
+        "bboxes": torch.cat((flat["bboxes"][:mid], tiny, flat["bboxes"][mid:])),
+    }
+    again = pack_rotated_targets(with_tiny, batch_size, imgsz)
+    assert torch.equal(again.gt_bboxes, packed.gt_bboxes) and torch.equal(again.gt_labels, packed.gt_labels)

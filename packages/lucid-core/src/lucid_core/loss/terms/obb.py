@@ -94,13 +94,14 @@ def rotated_size_filter(rboxes: Tensor, imgsz_hw: tuple[int, int]) -> RotatedSiz
 
 
 def pack_rotated_targets(
-    batch: Mapping[str, Tensor], batch_size: int, imgsz_hw: tuple[int, int]
+    batch: Mapping[str, Tensor], batch_size: int, imgsz_hw: tuple[int, int], rows: int | None = None
 ) -> PaddedTargets:
     """Size-filter, then pack ``batch_idx`` (N,), ``cls`` (N, 1), normalised xywhr rows into padded pixel xywhr.
 
     README step 2: dropped rows do not occupy a row j; the kept rows are packed per image in order as
     ``(x·W, y·H, w·W, h·H, θ)`` (θ untouched); ``mask_gt`` = (sum of the five values > 0); M = the largest number
-    of kept rows of an image (0 when none is kept).
+    of kept rows of an image (0 when none is kept). ``rows`` fixes M instead (extra rows are padding, which
+    selects nothing); while compiling it is N, so the packing has static shapes and no boolean indexing.
     """
     rboxes = _target_rboxes(batch)
     if "batch_idx" not in batch or "cls" not in batch:
@@ -113,27 +114,30 @@ def pack_rotated_targets(
             f"{tuple(rboxes.shape)} disagree on the number of instances"
         )
     device, dtype = rboxes.device, rboxes.dtype
-    kept = rotated_size_filter(rboxes, imgsz_hw).kept
-    image = batch_idx.to(device).long()[kept]
-    rboxes, cls = rboxes[kept], cls.to(device).reshape(-1)[kept]
-    if image.numel() and (int(image.min()) < 0 or int(image.max()) >= batch_size):
+    compiling = torch.compiler.is_compiling()
+    image = batch_idx.to(device).long()  # (N,)
+    if num > 0 and not compiling and (int(image.min()) < 0 or int(image.max()) >= batch_size):
         raise ValueError(
             f"OBB target batch: 'batch_idx' values must lie in [0, {batch_size - 1}] for a batch of {batch_size} "
             f"images, got range [{int(image.min())}, {int(image.max())}]"
         )
-    membership = (
-        image.unsqueeze(1) == torch.arange(batch_size, device=device).unsqueeze(0)
-    ).long()  # (N', B)
-    rows = int(membership.sum(0).max()) if image.numel() else 0
+    kept = rotated_size_filter(rboxes, imgsz_hw).kept  # (N,)
+    membership = (image.unsqueeze(1) == torch.arange(batch_size, device=device).unsqueeze(0)).long()
+    membership = membership * kept.long().unsqueeze(1)  # (N, B): dropped rows belong to no image
+    if rows is None:
+        rows = num if compiling else (int(membership.sum(0).max()) if num > 0 else 0)
     height, width = imgsz_hw
     scale = torch.tensor([width, height, width, height], dtype=dtype, device=device)
     labels = torch.zeros((batch_size, rows, 1), dtype=dtype, device=device)
     boxes = torch.zeros((batch_size, rows, 5), dtype=dtype, device=device)
-    if rows > 0:
-        rank = (membership.cumsum(0) - 1).gather(1, image.unsqueeze(1)).squeeze(1)
-        labels = labels.index_put((image, rank), cls.to(dtype).unsqueeze(-1))
+    if num > 0 and rows > 0:
+        # rank of every kept row inside its image; dropped rows add zeros at a kept row's place (accumulate)
+        image = image.clamp(0, batch_size - 1)
+        rank = (membership.cumsum(0) - 1).gather(1, image.unsqueeze(1)).squeeze(1).clamp(0, rows - 1)
+        keep = kept.to(dtype).unsqueeze(-1)
         pixels = torch.cat((rboxes[:, :4] * scale, rboxes[:, 4:]), -1)
-        boxes = boxes.index_put((image, rank), pixels)
+        labels = labels.index_put((image, rank), cls.to(device, dtype).reshape(-1, 1) * keep, accumulate=True)
+        boxes = boxes.index_put((image, rank), pixels * keep, accumulate=True)
     mask_gt = (boxes.sum(-1, keepdim=True) > 0).to(dtype)
     return PaddedTargets(labels, boxes, mask_gt)
 
@@ -328,7 +332,7 @@ class OBBLoss:
         )
 
     def pack(self, batch: Mapping[str, Any], batch_size: int, imgsz_hw: tuple[int, int]) -> PaddedTargets:
-        """Size-filtered padded xywhr ground truth (:func:`pack_rotated_targets`)."""
+        """Size-filtered padded xywhr ground truth (:func:`pack_rotated_targets`; M = N while compiling)."""
         return pack_rotated_targets(batch, batch_size, imgsz_hw)
 
     def angle_radians(self, raw: Tensor) -> Tensor:
