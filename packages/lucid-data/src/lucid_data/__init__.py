@@ -1,4 +1,14 @@
-"""lucid-data: dataset readers, targets, augmentation, caches and synthetic shapes."""
+"""lucid-data: dataset readers, targets, augmentation, caches and synthetic shapes.
+
+The public API is the names in ``__all__`` (deep module paths keep working)::
+
+    import lucid_data
+
+    yaml_path = lucid_data.synthesize("detect", "demo/shapes", n_train=4, n_val=2, imgsz=64)
+    source = lucid_data.load_dataset(yaml_path, split="val")   # YOLO, COCO JSON or DOTA, probed
+    dataset = lucid_data.DetectionDataset(source, imgsz=64)    # letterboxed uint8 samples
+    batch = lucid_data.collate([dataset[0], dataset[1]])
+"""
 
 __version__ = "0.1.0"
 
