@@ -459,3 +459,37 @@ def test_static_row_count_and_dropped_rows_pack_the_same(shared_dir: Path, name:
     }
     again = pack_rotated_targets(with_tiny, batch_size, imgsz)
     assert torch.equal(again.gt_bboxes, packed.gt_bboxes) and torch.equal(again.gt_labels, packed.gt_labels)
+
+
+@pytest.mark.slow  # ~35 s of tracing on a shared 2-core machine
+def test_obb_objective_traces_fullgraph() -> None:
+    """``torch.compile(fullgraph=True)`` (Dynamo + AOT autograd): one graph, forward and backward equal eager."""
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(0)
+    level_shapes = [(4, 4), (2, 2), (1, 1)]  # 32x32 input, 21 anchors
+    boxes = torch.randn(2, 64, 21, generator=g).requires_grad_(True)
+    scores = torch.randn(2, 3, 21, generator=g).requires_grad_(True)
+    angle = torch.randn(2, 1, 21, generator=g).requires_grad_(True)
+    output = TrainOutput(BranchOutput(boxes, scores, {"angle": angle}), None, level_shapes, (8, 16, 32))
+    batch = {
+        "batch_idx": torch.tensor([0.0, 0.0, 0.0, 1.0]),
+        "cls": torch.tensor([[0.0], [2.0], [1.0], [1.0]]),
+        "rboxes": torch.tensor(
+            [
+                [0.5, 0.5, 0.6, 0.3, 0.4],
+                [0.3, 0.3, 0.02, 0.3, 0.0],
+                [0.25, 0.7, 0.3, 0.2, 1.2],
+                [0.6, 0.6, 0.5, 0.4, -0.3],
+            ]
+        ),  # row 1 is under 2 px wide: dropped
+    }
+    objective = OneToManyObjective(OBBLoss(3, 16, (8, 16, 32)))
+    eager_total, eager_items = objective(output, batch)
+    eager_grads = torch.autograd.grad(eager_total, [boxes, scores, angle])
+    compiled = torch.compile(objective.__call__, fullgraph=True, backend="aot_eager")
+    total, items = compiled(output, batch)
+    grads = torch.autograd.grad(total, [boxes, scores, angle])
+    torch.testing.assert_close(total, eager_total, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(items, eager_items, rtol=1e-5, atol=1e-6)
+    for got, want in zip(grads, eager_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
