@@ -93,3 +93,91 @@ def test_ddp_two_gloo_processes_share_the_shuffle_and_differ_in_augmentation(tmp
     # ... deterministically per rank (again in the same process, and recomputed by the other process)
     assert all(r["index0_again"] == r["index0_by_rank"][r["rank"]] for r in ranks)
     assert ranks[0]["index0_by_rank"] == ranks[1]["index0_by_rank"]
+
+
+SHARDED_VALIDATION_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    import lightning.pytorch as pl
+    import torch
+    sys.path.insert(0, {tests_dir!r})
+    from lucid_train_testing import tiny_data, tiny_trainer
+    from lucid_train.module import DetectionLitModule
+
+    out = Path({out!r})
+
+    class Spy(DetectionLitModule):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.backward_values, self.returned = [], []
+
+        def manual_backward(self, loss, *args, **kwargs):
+            self.backward_values.append(float(loss.detach()))
+            return super().manual_backward(loss, *args, **kwargs)
+
+        def training_step(self, batch, batch_idx):
+            total = super().training_step(batch, batch_idx)
+            self.returned.append(float(total))
+            return total
+
+    class Record(pl.Callback):
+        images = 0
+
+        def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+            self.images += len(batch["meta"])
+
+        def on_fit_end(self, trainer, pl_module):  # runs in every spawned rank
+            rank = trainer.global_rank
+            record = {{"rank": rank, "world": trainer.world_size, "val_images": self.images,
+                      "val_metrics": pl_module.val_metrics, "backward": pl_module.backward_values,
+                      "returned": pl_module.returned}}
+            (out / f"rank{{rank}}.json").write_text(json.dumps(record))
+            if rank == 0:
+                torch.save(pl_module.ema_model.state_dict(), out / "ema.pt")
+
+    if __name__ == "__main__":
+        torch.set_num_threads(1)
+        pl.seed_everything(0, verbose=False)
+        data = tiny_data(Path({yaml!r}), batch_size=2)
+        module = Spy(family="yolo26", num_classes=data.num_classes, names=data.names, imgsz=data.imgsz)
+        trainer = tiny_trainer(out, max_epochs=1, callbacks=[Record()], strategy="ddp_spawn", devices=2,
+                               limit_train_batches=2)
+        trainer.fit(module, datamodule=data)
+    """
+)
+
+
+@pytest.mark.slow
+def test_ddp_scales_the_loss_by_world_size_and_shards_validation_exactly(tmp_path: Path) -> None:
+    """2 gloo processes: the back-propagated loss is world x the summed loss; each rank validates half the split;
+    the gathered metric equals a 1-process validation of the same EMA weights exactly."""
+    import lightning.pytorch as pl
+    import torch
+    from lucid_train_testing import tiny_data, tiny_module, tiny_trainer
+
+    yaml_path = make_shapes(tmp_path / "shapes", n_train=8, n_val=8)
+    script = tmp_path / "ddp_val.py"
+    script.write_text(
+        SHARDED_VALIDATION_SCRIPT.format(
+            tests_dir=str(Path(__file__).parent), out=str(tmp_path), yaml=str(yaml_path)
+        )
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    for record in ranks:
+        assert record["world"] == 2 and record["backward"]
+        assert all(b == 2 * r for b, r in zip(record["backward"], record["returned"], strict=True))
+    # val batch = 2 x 2; 8 images = 2 rectangular batches: one per rank, half the split each
+    assert [r["val_images"] for r in ranks] == [4, 4]
+    assert ranks[0]["val_metrics"] == ranks[1]["val_metrics"]  # rank 0's score, shared with every rank
+    assert {"metrics/mAP50-95", "metrics/e2e/mAP50-95"} <= set(ranks[0]["val_metrics"])
+
+    torch.set_num_threads(1)
+    data = tiny_data(yaml_path, batch_size=2)
+    single = tiny_module(data)
+    single.ema_model.load_state_dict(torch.load(tmp_path / "ema.pt", weights_only=True))
+    pl.seed_everything(0, verbose=False)
+    tiny_trainer(tmp_path / "single").validate(single, datamodule=data, verbose=False)
+    assert single.val_metrics == ranks[0]["val_metrics"]

@@ -1,13 +1,19 @@
-"""Recipe resolution (optimizer=auto never overrides explicit values), accumulation/decay scaling, the sampler."""
+"""Recipe resolution (optimizer=auto as the reference, never overriding explicit values), accumulation/decay scaling,
+the sampler."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
 from lucid_train.recipe import (
     AUTO_ITERATION_THRESHOLD,
+    SGD_LR0,
+    SGD_MOMENTUM,
     OptimizerConfig,
     accumulate_steps,
+    planned_optimizer_steps,
     resolve_optimizer,
     scaled_weight_decay,
 )
@@ -25,49 +31,66 @@ def test_weight_decay_scaled_by_batch_times_accumulate() -> None:
     assert scaled_weight_decay(5e-4, 128) == pytest.approx(5e-4 * 2)
 
 
-def test_auto_picks_adamw_for_short_runs_and_sgd_or_musgd_for_long_runs() -> None:
-    short = resolve_optimizer(
-        OptimizerConfig(),
-        family="yolo26",
-        num_classes=6,
-        batch_size=16,
-        total_iterations=AUTO_ITERATION_THRESHOLD,
-    )
-    assert short.name == "AdamW"
-    assert short.lr0 == round(0.002 * 5 / (4 + 6), 6)
-    assert short.momentum == 0.9
-    long26 = resolve_optimizer(
-        OptimizerConfig(),
-        family="yolo26",
-        num_classes=6,
-        batch_size=16,
-        total_iterations=AUTO_ITERATION_THRESHOLD + 1,
-    )
-    assert (long26.name, long26.lr0, long26.momentum) == ("MuSGD", 0.01, 0.937)
-    long8 = resolve_optimizer(
-        OptimizerConfig(), family="yolov8", num_classes=6, batch_size=16, total_iterations=10**6
-    )
-    assert (long8.name, long8.lr0, long8.momentum) == ("SGD", 0.01, 0.937)
-    assert "auto" in long8.reason and long8.accumulate == 4
+# (images N, global batch, epochs, nc, family) -> (optimizer, lr0, momentum); issue 12 "optimizer=auto":
+# iterations = ceil(N / max(batch, nbs=64)) x epochs; > 10,000 -> MuSGD lr0 0.01 momentum 0.9 (every family), else
+# AdamW lr0 round(0.002 * 5 / (4 + nc), 6) momentum 0.9.
+AUTO_TABLE = [
+    ((3000, 16, 100, 80, "yolo26"), ("AdamW", round(0.002 * 5 / 84, 6), 0.9)),
+    ((3000, 16, 100, 3, "yolov8"), ("AdamW", round(0.002 * 5 / 7, 6), 0.9)),
+    ((118287, 16, 300, 80, "yolov8"), ("MuSGD", 0.01, 0.9)),
+    ((118287, 16, 300, 80, "yolo11"), ("MuSGD", 0.01, 0.9)),
+    ((118287, 16, 300, 80, "yolo26"), ("MuSGD", 0.01, 0.9)),
+    # exactly 10,000 planned steps stays AdamW; one epoch more crosses the threshold
+    ((64 * 100, 16, 100, 3, "yolo26"), ("AdamW", round(0.002 * 5 / 7, 6), 0.9)),
+    ((64 * 100, 16, 101, 3, "yolo26"), ("MuSGD", 0.01, 0.9)),
+    # a global batch above nbs consumes more images per step: fewer planned steps
+    ((118287, 256, 20, 3, "yolo11"), ("AdamW", round(0.002 * 5 / 7, 6), 0.9)),
+]
 
 
-def test_explicit_lr_and_momentum_are_never_overridden() -> None:
-    config = OptimizerConfig(lr0=0.02, momentum=0.5)
+@pytest.mark.parametrize(("run", "expected"), AUTO_TABLE)
+def test_auto_resolves_like_the_reference(
+    run: tuple[int, int, int, int, str], expected: tuple[str, float, float]
+) -> None:
+    images, batch, epochs, nc, family = run
+    iterations = planned_optimizer_steps(images, batch, 64, epochs)
+    assert iterations == math.ceil(images / max(batch, 64)) * epochs
+    resolved = resolve_optimizer(
+        OptimizerConfig(), family=family, num_classes=nc, batch_size=batch, iterations=iterations
+    )
+    assert (resolved.name, resolved.lr0, resolved.momentum) == expected
+    assert resolved.warmup_bias_lr == 0.0  # under auto biases warm up from 0
+    assert resolved.iterations == iterations
+    comparison = ">" if iterations > AUTO_ITERATION_THRESHOLD else "<="
+    assert (
+        resolved.reason.startswith(f"auto: {iterations} planned optimizer steps")
+        and comparison in resolved.reason
+    )
+    assert resolved.as_dict()["reason"] == resolved.reason  # saved with its reason (optimizer.json)
+
+
+def test_auto_counts_optimizer_steps_not_batches() -> None:
+    """N=118287, batch 16: 7,393 batches per epoch but 1,849 optimizer steps (nbs 64)."""
+    assert planned_optimizer_steps(118287, 16, 64, 1) == math.ceil(118287 / 64)
+    assert planned_optimizer_steps(118287, 128, 64, 1) == math.ceil(118287 / 128)
+    with pytest.raises(ValueError, match="planned_optimizer_steps"):
+        planned_optimizer_steps(10, 0, 64, 1)
+
+
+@pytest.mark.parametrize("name", ["SGD", "MuSGD", "AdamW"])
+def test_an_explicit_optimizer_keeps_its_recipe_values_and_warmup_bias_lr(name: str) -> None:
     for iterations in (10, 10**6):
         resolved = resolve_optimizer(
-            config, family="yolo26", num_classes=3, batch_size=8, total_iterations=iterations
+            OptimizerConfig(name=name),  # type: ignore[arg-type]
+            family="yolo26",
+            num_classes=3,
+            batch_size=16,
+            iterations=iterations,
         )
-        assert (resolved.lr0, resolved.momentum) == (0.02, 0.5)
-        assert "lr0 explicit" in resolved.reason and "momentum explicit" in resolved.reason
-    explicit_sgd = resolve_optimizer(
-        OptimizerConfig(name="SGD"), family="yolo26", num_classes=3, batch_size=8, total_iterations=10
-    )
-    assert (explicit_sgd.name, explicit_sgd.lr0, explicit_sgd.momentum, explicit_sgd.reason) == (
-        "SGD",
-        0.01,
-        0.937,
-        "explicit",
-    )
+        expected = (round(0.002 * 5 / 7, 6), 0.9) if name == "AdamW" else (SGD_LR0, SGD_MOMENTUM)
+        assert (resolved.name, resolved.lr0, resolved.momentum) == (name, *expected)
+        assert resolved.warmup_bias_lr == OptimizerConfig().warmup_bias_lr == 0.1
+        assert resolved.reason == "explicit"
 
 
 def test_bad_optimizer_values_name_the_field() -> None:

@@ -3,7 +3,9 @@
 Training (`augment=True`): the `AugmentPipeline` (mosaic, affine, HSV, flips, …; `AugmentConfig` defaults) on
 images whose long side is resized to imgsz. Evaluation (`augment=False`): `lucid_core.geometry.letterbox.letterbox`
 with `auto=False` to a square imgsz, the same letterbox as `predict`; the sample's meta keeps the `LetterboxInfo`
-so predictions map back to original pixels.
+so predictions map back to original pixels. After `use_rect_batches` (in-training validation, the reference's
+`rect=True`), each image is instead resized to a long side of imgsz and padded to the stride-aligned shape of its
+aspect-sorted batch (`lucid_data.rect`).
 
 Reproducibility (issue 5): the augmentation of sample `index` is drawn from
 `np.random.default_rng(np.random.SeedSequence([seed, epoch, index, rank]))` only, so batches are byte-identical
@@ -36,7 +38,7 @@ from lucid_data.augment.geometry import (
 )
 from lucid_data.augment.letterbox import resize_long_side
 from lucid_data.augment.pipeline import AugmentConfig, AugmentPipeline
-from lucid_data.cache import RamImageCache
+from lucid_data.cache import DEFAULT_MAX_FRACTION, RamImageCache
 from lucid_data.imageio import CorruptImageError, image_size, load_image, verify_image
 from lucid_data.masks import instance_masks, resample_polygons, segment_masks
 from lucid_data.records import DatasetSource, ImageRecord, Task
@@ -110,6 +112,8 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         augment_config: `AugmentConfig` (reference defaults when None).
         seed, rank: reproducibility keys (with the epoch set by `set_epoch`).
         cache: None or "ram" (decoded images kept in memory; refused with the numbers when too large).
+        cache_max_fraction: the largest fraction of the available memory (MemAvailable) `cache="ram"` may take;
+            its RAM bill is printed before anything is decoded (`lucid_data.cache`).
         verify: "quick" (container check of every file), "full" (decode every image once) or "none".
         mask_ratio: downsampling of the masks produced for segment (reference mask ratio 4).
         overlap_mask: segment samples carry one index map per image with their targets sorted by mask area
@@ -128,6 +132,7 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         seed: int = 0,
         rank: int = 0,
         cache: Literal["ram"] | None = None,
+        cache_max_fraction: float = DEFAULT_MAX_FRACTION,
         verify: Literal["quick", "full", "none"] = "quick",
         mask_ratio: int = DEFAULT_MASK_RATIO,
         overlap_mask: bool = True,
@@ -170,7 +175,9 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         self._targets: dict[int, Targets] = {}
         self.cache: RamImageCache | None = None
         if cache == "ram" and records:
-            self.cache = RamImageCache([self._load_size(r) for r in records])
+            self.cache = RamImageCache(
+                [self._load_size(r) for r in records], max_fraction=cache_max_fraction, report=True
+            )
             kept: list[ImageRecord] = []
             for record in records:
                 image = self._decode_or_none(record)
@@ -179,6 +186,8 @@ class DetectionDataset(Dataset[dict[str, Any]]):
                     kept.append(record)
             self.records = kept
         self._report_excluded()
+        #: dataset index -> (h, w) network input of its rectangular batch (`use_rect_batches`); None = square.
+        self.rect_shapes: dict[int, tuple[int, int]] | None = None
         self.pipeline = AugmentPipeline(
             self.config, self.imgsz, len(self.records), self._load_train, self.flip_idx
         )
@@ -209,6 +218,24 @@ class DetectionDataset(Dataset[dict[str, Any]]):
     @property
     def num_classes(self) -> int:
         return len(self.names)
+
+    def use_rect_batches(self, batch_size: int, *, stride: int = 32, pad: float = 0.5) -> Any:
+        """Letterbox evaluation samples to rectangular, aspect-sorted batches (`lucid_data.rect.rect_batches`).
+
+        Returns the `RectBatches` whose index batches a `RectBatchSampler` must serve (an image's shape is its
+        batch's). Evaluation datasets only (`augment=False`).
+        """
+        from lucid_data.rect import rect_batches
+
+        if self.augment:
+            raise ValueError(
+                "use_rect_batches: rectangular batches are for evaluation datasets (augment=False)"
+            )
+        batches = rect_batches(
+            [self._load_size(r) for r in self.records], batch_size, self.imgsz, stride=stride, pad=pad
+        )
+        self.rect_shapes = batches.shape_of()
+        return batches
 
     # ----------------------------------------------------------------- bad input
     def _exclude(self, path: Path, reason: str) -> None:
@@ -369,13 +396,21 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         else:
             used, original = self._image(index)
             targets = self.targets_for(used)
-            image, targets, letterbox_info = _eval_letterbox(original, targets, self.imgsz, self.config.fill)
+            if self.rect_shapes is not None:
+                shape = self.rect_shapes[index]
+                image, targets, letterbox_info = _rect_eval_letterbox(
+                    original, targets, self.imgsz, shape, self.config.fill
+                )
+            else:
+                image, targets, letterbox_info = _eval_letterbox(
+                    original, targets, self.imgsz, self.config.fill
+                )
         record = self.records[used]
         targets.image_id = record.image_id
         orig = tuple(int(v) for v in (record.size_hw or targets.orig_size))
         targets.orig_size = (orig[0], orig[1])
         sample: dict[str, Any] = {
-            "image": torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))),
+            "image": torch.from_numpy(_hwc_to_chw(image)),
             "targets": targets,
             "meta": {
                 "image_id": record.image_id,
@@ -400,6 +435,14 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         return sample
 
 
+def _hwc_to_chw(image: np.ndarray) -> np.ndarray:
+    """Contiguous CHW copy of an HWC image: cv2.split + stack for uint8 (the same bytes as
+    ``np.ascontiguousarray(image.transpose(2, 0, 1))``, ~4x faster at 640x640x3; `tools/bench/data.py`)."""
+    if image.dtype == np.uint8 and image.ndim == 3 and 1 < image.shape[2] <= 4:
+        return np.stack(cv2.split(image))
+    return np.ascontiguousarray(image.transpose(2, 0, 1))
+
+
 def rasterize_masks(polygons: list[np.ndarray], image_hw: tuple[int, int], ratio: int) -> np.ndarray:
     """Per-instance uint8 masks (N, H/ratio, W/ratio) of polygons in image pixels (`lucid_data.masks`, R1–R4)."""
     return instance_masks(resample_polygons(polygons), image_hw, ratio)
@@ -417,6 +460,31 @@ def _eval_letterbox(
         targets, scale_translation(gx, gy, info.left, info.top), info.input_hw, filter_candidates=False
     )
     return chw.permute(1, 2, 0).numpy(), moved, info
+
+
+def _rect_eval_letterbox(
+    image: np.ndarray, targets: Targets, imgsz: int, shape_hw: tuple[int, int], fill: int
+) -> tuple[np.ndarray, Targets, Any]:
+    """Long-side resize to imgsz, then centred padding to the batch's ``shape_hw`` (`lucid_data.rect`)."""
+    from lucid_core.geometry.letterbox import LetterboxInfo
+    from lucid_data.rect import rect_letterbox
+
+    h0, w0 = image.shape[:2]
+    out, (new_w, new_h), (top, bottom, left, right) = rect_letterbox(image, imgsz, shape_hw, fill)
+    info = LetterboxInfo(
+        orig_hw=(int(h0), int(w0)),
+        input_hw=(int(out.shape[0]), int(out.shape[1])),
+        ratio=min(new_w / w0, new_h / h0),
+        new_unpad_wh=(int(new_w), int(new_h)),
+        top=int(top),
+        bottom=int(bottom),
+        left=int(left),
+        right=int(right),
+    )
+    moved = warp_targets(
+        targets, scale_translation(new_w / w0, new_h / h0, left, top), info.input_hw, filter_candidates=False
+    )
+    return out, moved, info
 
 
 def _load_source(path: Path, split: str, task: Task | None) -> DatasetSource:

@@ -1,4 +1,4 @@
-"""``lucid-train fit|validate|test``: a LightningCLI over `DetectionLitModule` + `DetectionDataModule`.
+"""``lucid-train fit|validate|test``: a LightningCLI over `YOLOLitModule` + `YOLODataModule`.
 
 ``lucid-train predict`` is not a subcommand: it exits with status 2 and a pointer to ``lucid-predict`` (one JSON of
 detections per image) or ``lucid_train.YOLO(weights).predict(source)``, which run the same predictor.
@@ -37,10 +37,11 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lucid_core.cli_errors import run_cli
 from lucid_train.accel import AccelFlags
 from lucid_train.callbacks import EpochStateCallback, RunArtifacts
-from lucid_train.datamodule import DetectionDataModule
+from lucid_train.datamodule import YOLODataModule
 from lucid_train.errors import TrainingSetupError
 from lucid_train.loggers import RunDirConfig, default_loggers, resolve_logger_dirs, with_logger_save_dir
-from lucid_train.module import DetectionLitModule
+from lucid_train.module import YOLOLitModule
+from lucid_train.precision import default_precision
 from lucid_train.recipe import EMAConfig, LossConfig, OptimizerConfig
 from lucid_train.run_dir import claim_run_dir
 from lucid_train.validation import (
@@ -71,6 +72,7 @@ TRAINER_DEFAULTS: dict[str, Any] = {
     "use_distributed_sampler": False,  # ShardedEpochSampler shards identically-shuffled epochs itself
     "num_sanity_val_steps": 0,
     "default_root_dir": DEFAULT_RUN_DIR,
+    "precision": default_precision(),  # 16-mixed on CUDA (reference AMP), 32-true on CPU (issue 12)
 }
 
 
@@ -115,6 +117,10 @@ class LucidTrainCLI(LightningCLI):
         parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
         parser.link_arguments("data.names", "model.names", apply_on="instantiate")
         parser.link_arguments("data.imgsz", "model.imgsz", apply_on="instantiate")
+        # The model's task decides what the data serves (masks, keypoints, rotated boxes); the dataset gives back
+        # its task parameters (pose kpt_shape, flip_idx, sigmas).
+        parser.link_arguments("model.task", "data.task")
+        parser.link_arguments("data.task_options", "model.task_options", apply_on="instantiate")
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
@@ -273,8 +279,8 @@ def build_cli(args: list[str] | None = None, *, run: bool = True) -> LucidTrainC
     # does not apply.
     warnings.filterwarnings("ignore", message=r".*args parameter is intended to run from within Python.*")
     return LucidTrainCLI(
-        DetectionLitModule,
-        DetectionDataModule,
+        YOLOLitModule,
+        YOLODataModule,
         trainer_defaults={**TRAINER_DEFAULTS, "callbacks": [EpochStateCallback(), RunArtifacts()]},
         seed_everything_default=0,
         auto_configure_optimizers=False,

@@ -9,6 +9,10 @@ Sampling: :class:`~lucid_train.sampler.ShardedEpochSampler` (one seeded permutat
 rank); augmentation: ``lucid_data.DetectionDataset`` keyed by (seed, epoch, index, rank) - the module sets the
 dataset's epoch and rank, and switches mosaic off ``close_mosaic`` epochs before the end. Workers are not persistent,
 so every epoch's workers see the dataset state set at ``on_train_epoch_start``.
+
+Validation (issue 12, the reference's validation protocol): batches of twice the training batch, rectangular and
+aspect-sorted (``lucid_data.rect``: each batch letterboxed to its own stride-aligned shape, ``pad = 0.5`` stride),
+sharded over DDP ranks by whole batches; the module gathers the per-image results to rank 0 before scoring.
 """
 
 from __future__ import annotations
@@ -34,6 +38,12 @@ from lucid_train.sampler import ShardedEpochSampler
 
 #: version tag of the embedded default dataset (bump when the synthesis changes).
 SHAPES_TAG = "shapes-detect-v1"
+#: validation batch = this × the training batch (reference validator: ``batch * 2``).
+VAL_BATCH_FACTOR = 2
+#: the largest stride of every model family (P5 heads): rectangular batch shapes are multiples of it.
+MODEL_STRIDE = 32
+#: rectangular batch padding in strides (reference validation ``pad = 0.5``).
+RECT_PAD = 0.5
 
 
 @dataclass
@@ -68,13 +78,17 @@ def _directory_mode() -> int:
     return 0o777 & ~umask
 
 
-def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None) -> Path:
-    """Path of the data YAML of the synthetic shapes dataset for ``config``, synthesising it when absent."""
+def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None, task: str = "detect") -> Path:
+    """Path of the data YAML of the synthetic shapes dataset of ``task`` for ``config``, synthesising it when absent."""
     from lucid_data.synth import synthesize
 
     base = cache_dir if cache_dir is not None else cache_root()
-    digest = hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode()).hexdigest()[:8]
-    target = base / f"{SHAPES_TAG}-{digest}"
+    key: dict[str, Any] = asdict(config)
+    if task != "detect":  # the detect cache keeps its historical digest
+        key["task"] = task
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
+    tag = SHAPES_TAG if task == "detect" else f"shapes-{task}-v1"
+    target = base / f"{tag}-{digest}"
     marker = target / "lucid-synth.json"
     if marker.is_file():
         return target / str(json.loads(marker.read_text())["yaml"])
@@ -83,7 +97,7 @@ def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None) -> Path:
     try:
         yaml_path = Path(
             synthesize(
-                "detect",
+                task,
                 tmp,
                 n_train=config.n_train,
                 n_val=config.n_val,
@@ -131,7 +145,7 @@ def _require_instances(root: Path, split: str, source: Any) -> None:
     )
 
 
-class DetectionDataModule(pl.LightningDataModule):
+class YOLODataModule(pl.LightningDataModule):
     """Train/val dataloaders over any layout ``lucid_data.load_dataset`` reads.
 
     The dataset is read with its own task (``load_dataset(..., task=None)`` probes it) and served to training as
@@ -144,15 +158,21 @@ class DetectionDataModule(pl.LightningDataModule):
         train_split: split used for training.
         val_split: split used for validation (in-training and ``lucid-train validate``).
         imgsz: network input size; ``None`` = 640 for a real dataset, ``synth.imgsz`` for the shapes dataset.
-        batch_size: images per batch and per process.
+        batch_size: training images per batch and per process (validation batches hold twice as many).
         workers: dataloader worker processes.
         seed: seed of the sampler permutation and of the augmentation streams.
         cache: ``"ram"`` to cache decoded images (lucid-data refuses when it will not fit).
         augment: augmentation hyper-parameters (``lucid_data`` ``AugmentConfig``: mosaic, hsv, flips, ...,
             ``close_mosaic`` = mosaic off for the last N epochs, reference 10); ``None`` = reference defaults.
         synth: parameters of the synthetic shapes dataset (only when ``root`` is ``None``).
+        task: the task the model trains (linked from ``--model.task`` by ``lucid-train``): the dataset serves
+            that task's targets (masks, keypoints, rotated boxes). ``None`` = ``detect`` (boxes of any dataset).
+            Without ``root`` the synthetic shapes are written for this task.
         allow_empty: accept a split with images but no labelled instance (otherwise an error naming the split and,
             for a YOLO layout, a missing ``labels/`` folder; issue 13).
+        overlap_mask: segment only: one mask index map per image, instances in area order (reference default
+            ``overlap_mask=True``); ``False`` gives one mask per instance. The objective is told the same.
+        mask_ratio: segment only: training masks at 1/``mask_ratio`` of the input (reference 4).
     """
 
     def __init__(
@@ -167,16 +187,24 @@ class DetectionDataModule(pl.LightningDataModule):
         cache: Literal["ram"] | None = None,
         augment: AugmentConfig | None = None,
         synth: SynthConfig | None = None,
+        task: str | None = None,
         allow_empty: bool = False,
+        overlap_mask: bool = True,
+        mask_ratio: int = 4,
     ) -> None:
         super().__init__()
+        self.overlap_mask = bool(overlap_mask)
+        if mask_ratio not in (1, 2, 4, 8):
+            raise TrainingSetupError(f"data.mask_ratio: expected 1, 2, 4 or 8, got {mask_ratio!r}")
+        self.mask_ratio = int(mask_ratio)
+        self.task: str = task or "detect"
         #: a split without one labelled instance (e.g. no labels/ folder) is an error unless this is set (issue 13)
         self.allow_empty = bool(allow_empty)
         if batch_size < 1:
             raise TrainingSetupError(f"data.batch_size: expected >= 1, got {batch_size}")
         self.synth = synth if synth is not None else SynthConfig()
         if root is None:
-            self.root = shapes_dataset(self.synth)
+            self.root = shapes_dataset(self.synth, task=self.task)
             default_imgsz = self.synth.imgsz
         else:
             self.root = Path(root).expanduser()
@@ -202,8 +230,14 @@ class DetectionDataModule(pl.LightningDataModule):
         self.source(val_split)  # a missing or empty val split fails now, not after the first training epoch
         self.names: dict[int, str] = {int(k): str(v) for k, v in train.names.items()}
         self.num_classes = len(self.names)
-        #: the task the dataset was written for (detect/segment/pose/obb); training uses its boxes (detect).
+        #: the task the dataset was written for (detect/segment/pose/obb); a detect model uses its boxes.
         self.source_task: str = str(train.task)
+        if self.task != "detect" and self.source_task != self.task:
+            raise TrainingSetupError(
+                f"{self.root}: the dataset is a {self.source_task!r} dataset but --model.task is {self.task!r}; "
+                f"expected {self.task} labels (or train it with --model.task detect, which uses the boxes of "
+                "any dataset)."
+            )
         if self.num_classes < 1:
             raise TrainingSetupError(f"{self.root}: the dataset declares no class names; expected `names`.")
 
@@ -256,11 +290,30 @@ class DetectionDataModule(pl.LightningDataModule):
                 augment=augment,
                 augment_config=self.augment if augment else None,
                 split=split,
-                task="detect",
+                task=self.task,  # type: ignore[arg-type]
                 seed=self.seed,
                 cache=self.cache,
+                overlap_mask=self.overlap_mask,
+                mask_ratio=self.mask_ratio,
             )
         return self._datasets[key]
+
+    @property
+    def task_options(self) -> dict[str, Any]:
+        """The dataset's task parameters the model needs (linked to ``--model.task_options`` by ``lucid-train``):
+        pose ``kpt_shape``, ``flip_idx`` and ``kpt_sigmas`` (when the YAML gives them); segment ``overlap_mask``
+        (the objective reads the masks in the layout the data makes them); empty otherwise."""
+        if self.task == "segment":
+            return {"overlap_mask": self.overlap_mask}
+        if self.task != "pose":
+            return {}
+        train = self.source(self.train_split)
+        options: dict[str, Any] = {}
+        for name in ("kpt_shape", "flip_idx", "kpt_sigmas"):
+            value = getattr(train, name, None)
+            if value is not None:
+                options[name] = [float(v) for v in value] if name == "kpt_sigmas" else [int(v) for v in value]
+        return options
 
     @property
     def train_dataset(self) -> Any:
@@ -295,9 +348,31 @@ class DetectionDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader[Any]:
         return self._loader(self.train_dataset, shuffle=True)
 
+    @property
+    def val_batch_size(self) -> int:
+        """Images per validation batch: twice the training batch (reference validator)."""
+        return VAL_BATCH_FACTOR * self.batch_size
+
     def val_dataloader(self) -> DataLoader[Any]:
-        # Not sharded: every rank scores the whole split, so the metric never depends on the world size.
-        return self._loader(self.dataset(self.val_split, augment=False), shuffle=False, sharded=False)
+        """Rectangular, aspect-sorted batches of ``val_batch_size``; rank r of W takes batches r, r + W, ...
+
+        The module gathers every rank's per-image results to rank 0 before scoring, so the metric equals the
+        single-process one exactly while each rank letterboxes and runs only its share of the split.
+        """
+        from lucid_data.collate import collate
+        from lucid_data.rect import RectBatchSampler
+
+        dataset = self.dataset(self.val_split, augment=False)
+        batches = dataset.use_rect_batches(self.val_batch_size, stride=MODEL_STRIDE, pad=RECT_PAD)
+        rank, world = self._rank_world()
+        return DataLoader(
+            dataset,
+            batch_sampler=RectBatchSampler(batches, rank=rank, world_size=world),
+            num_workers=self.workers,
+            collate_fn=collate,
+            worker_init_fn=single_threaded_worker if self.workers > 0 else None,
+            persistent_workers=False,
+        )
 
     def test_dataloader(self) -> DataLoader[Any]:
         return self.val_dataloader()
@@ -327,5 +402,5 @@ class DetectionDataModule(pl.LightningDataModule):
         return was_on and not bool(getattr(dataset, "mosaic_enabled", False))
 
 
-#: the name of the data module in the public API (``lucid_train.YOLODataModule``); the same class.
-YOLODataModule = DetectionDataModule
+#: the historical name of :class:`YOLODataModule`; the same class.
+DetectionDataModule = YOLODataModule

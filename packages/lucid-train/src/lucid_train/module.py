@@ -1,11 +1,16 @@
-"""`DetectionLitModule`: a lucid-core YOLO model + objective trained with the reference recipe under Lightning.
+"""`YOLOLitModule`: a lucid-core YOLO model (any task) + its task objective trained with the reference recipe under Lightning.
 
 Optimisation is manual (Lightning's documented manual-optimisation mode, no custom loop) because the recipe needs,
 per batch iteration ``ni = batch + epoch · batches_per_epoch`` (issue 6 "Recipe defaults"):
 
 * the warm-up/decay learning rate and momentum of every parameter group (``lucid_core.optim.lr_momentum_at``);
 * gradient accumulation to the nominal batch 64, with the accumulation count itself ramped from 1 during warm-up;
-* global-norm gradient clipping at 10.0 before every optimizer step;
+* global-norm gradient clipping at 10.0 before every optimizer step, on the true (unscaled) gradients: the clip runs
+  in :meth:`DetectionLitModule.on_before_optimizer_step`, which Lightning calls after the fp16 GradScaler's
+  ``unscale_`` and before its ``step`` (issue 12: clipping still-scaled gradients shrank every update by the scale);
+* under DDP the summed loss is multiplied by the world size before backward (DDP then averages the gradients, so
+  they equal the reference's); validation is sharded over the ranks and the per-image results are gathered to
+  rank 0 before scoring (:meth:`DetectionLitModule.on_validation_epoch_end`);
 * an EMA update after every optimizer step (weights and buffers);
 * the objective and BatchNorm in float32 under mixed precision (:mod:`lucid_train.precision`).
 
@@ -19,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,7 @@ from lucid_train.recipe import (
     LossConfig,
     OptimizerConfig,
     ResolvedOptimizer,
+    planned_optimizer_steps,
     resolve_optimizer,
 )
 
@@ -92,13 +98,17 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-class DetectionLitModule(pl.LightningModule):
-    """A YOLO detector (``lucid_core.models.build_model``) trained with the reference recipe.
+class YOLOLitModule(pl.LightningModule):
+    """A YOLO model of any task (``lucid_core.models.build_model``) trained with the reference recipe.
 
     Args:
         family: model family (``yolo26``, ``yolo11``, ``yolov8``).
-        task: ``detect`` only so far (any other task is a one-paragraph :class:`TrainingSetupError`); the data may
-            be a segment/pose/obb dataset, trained on the boxes of its instances.
+        task: ``detect``, ``segment``, ``pose`` or ``obb`` (a row of :data:`lucid_core.tasks.TASKS`, which gives
+            the objective, the logged loss names, the scored IoU types and the fitness). A detect model may train
+            on a segment/pose/obb dataset (the boxes of its instances).
+        task_options: the dataset's task parameters, linked from the data module by ``lucid-train``
+            (``kpt_shape``, ``kpt_sigmas``, ``flip_idx`` for pose; ``overlap_mask``, ``mask_ratio`` for segment).
+            Model options of the task (``kpt_shape``) build the head; the others reach the objective/evaluation.
         scale: ``n``, ``s``, ``m``, ``l`` or ``x``.
         num_classes: number of classes; linked from the data module by ``lucid-train``.
         names: class names (index → name); linked from the data module by ``lucid-train``.
@@ -111,7 +121,10 @@ class DetectionLitModule(pl.LightningModule):
         val_conf: confidence threshold of validation decoding (reference val default 0.001).
         val_iou: NMS IoU of validation decoding (reference val default 0.7).
         max_det: detections kept per image in validation (300).
-        decode: validation decode path; ``None`` = the family default (yolo26 one-to-one top-k, others NMS).
+        val_decode: the decode path whose metrics are ``metrics/mAP50-95`` and so drive ``best``: ``"nms"``
+            (default; for yolo26 the one-to-many branch + multi-label NMS, the reference's validation) or
+            ``"topk"`` (yolo26's NMS-free one-to-one branch). An end-to-end model is scored on both every epoch;
+            the other path is logged as ``metrics/e2e/*`` (top-k) or ``metrics/nms/*`` (NMS).
     """
 
     def __init__(
@@ -130,15 +143,16 @@ class DetectionLitModule(pl.LightningModule):
         val_conf: float = 0.001,
         val_iou: float = 0.7,
         max_det: int = 300,
-        decode: str | None = None,
+        val_decode: str = "nms",
+        task_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        if task != "detect":
-            raise TrainingSetupError(
-                f"model.task: lucid-train supports only --model.task detect so far; got {task!r} (the segment, "
-                "pose and obb objectives are not wired into training yet). A segment, pose or obb dataset can be "
-                "trained with --model.task detect: the detector learns the boxes of its instances."
-            )
+        from lucid_core.tasks import TASKS
+
+        if task not in TASKS:
+            raise TrainingSetupError(f"model.task: expected one of {', '.join(TASKS)}, got {task!r}")
+        self.task_spec = TASKS[task]
+        self.task_options: dict[str, Any] = dict(task_options or {})
         self.save_hyperparameters()
         self.automatic_optimization = False
         self.family = family
@@ -157,9 +171,21 @@ class DetectionLitModule(pl.LightningModule):
         self.val_conf = val_conf
         self.val_iou = val_iou
         self.max_det = max_det
-        self.decode = decode
+        if val_decode not in ("nms", "topk"):
+            raise TrainingSetupError(
+                f"model.val_decode: expected 'nms' (one-to-many branch + NMS, the reference's validation) or "
+                f"'topk' (yolo26's one-to-one branch), got {val_decode!r}"
+            )
+        self.val_decode = val_decode
+        #: the decode path of predict_step: None = the family default (yolo26 one-to-one top-k, others NMS).
+        self.decode: str | None = None
 
         self.model = self._build_model(weights)
+        if val_decode == "topk" and not getattr(self.model, "end2end", False):
+            raise TrainingSetupError(
+                f"model.val_decode: 'topk' needs an end-to-end model (yolo26); {family} has the NMS path only. "
+                "Use --model.val_decode nms."
+            )
         self.criterion = self._build_loss()
         # lucid_core's ModelEMA; its copy is also registered as a submodule so Lightning moves and checkpoints it.
         from lucid_core.optim import ModelEMA
@@ -227,26 +253,41 @@ class DetectionLitModule(pl.LightningModule):
             return start.model
         from lucid_core.models import build_model
 
-        return build_model(family=self.family, task=self.task, scale=self.scale, num_classes=self.num_classes)
+        model_options = {k: v for k, v in self.task_options.items() if k in self.task_spec.option_names()}
+        if "kpt_shape" in model_options:
+            model_options["kpt_shape"] = tuple(int(v) for v in model_options["kpt_shape"])
+        return build_model(
+            family=self.family,
+            task=self.task,
+            scale=self.scale,
+            num_classes=self.num_classes,
+            **model_options,
+        )
+
+    def objective_options(self) -> dict[str, Any]:
+        """Task options that reach the objective (``sigmas`` for pose, ``overlap_mask`` for segment)."""
+        options: dict[str, Any] = {}
+        if self.task == "pose":
+            options["sigmas"] = self.keypoint_sigmas()
+        if self.task == "segment" and "overlap_mask" in self.task_options:
+            options["overlap_mask"] = bool(self.task_options["overlap_mask"])
+        return options
 
     def _build_loss(self, epochs: int = 100) -> Any:
-        """``E2EDetectionLoss`` for end-to-end models (its o2m/o2o schedule spans ``epochs``), else ``DetectionLoss``."""
-        from lucid_core import loss as loss_mod
+        """The task's objective from the task table (:func:`lucid_core.loss.build_objective`): one-to-many, or
+        YOLO26's end-to-end combination whose o2m/o2o schedule spans ``epochs``."""
+        from lucid_core.loss import build_objective
 
-        kwargs: dict[str, Any] = {
-            "num_classes": self.num_classes,
-            "reg_max": int(self.model.reg_max),  # type: ignore[arg-type]
-            "strides": tuple(int(s) for s in self.model.strides),  # type: ignore[union-attr]
-            "box": self.loss_config.box,
-            "cls": self.loss_config.cls,
-            "dfl": self.loss_config.dfl,
-            "topk": self.loss_config.topk,
-            "alpha": self.loss_config.alpha,
-            "beta": self.loss_config.beta,
-        }
-        if getattr(self.model, "end2end", False):
-            return loss_mod.E2EDetectionLoss(epochs=epochs, **kwargs)
-        return loss_mod.DetectionLoss(**kwargs)
+        cfg = self.loss_config
+        objective = build_objective(
+            self.model,
+            gains=cfg.gains(),
+            epochs=epochs,
+            assigner={"topk": cfg.topk, "alpha": cfg.alpha, "beta": cfg.beta},
+            **self.objective_options(),
+        )
+        self._loss_names: tuple[str, ...] = tuple(objective.loss_names)
+        return objective
 
     def setup(self, stage: str) -> None:
         """Rebuild the objective with the run's epoch count (the yolo26 branch-weight schedule depends on it)."""
@@ -255,7 +296,8 @@ class DetectionLitModule(pl.LightningModule):
 
     @property
     def loss_names(self) -> list[str]:
-        return list(getattr(self.criterion, "loss_names", ("box_loss", "cls_loss", "dfl_loss")))
+        """The task objective's logged loss names (fixed when the objective is built)."""
+        return list(self._loss_names)
 
     # ------------------------------------------------------------------ optimiser
     def _global_batch_size(self) -> int:
@@ -270,22 +312,30 @@ class DetectionLitModule(pl.LightningModule):
         dm = getattr(self.trainer, "datamodule", None)
         return max(len(dm.train_dataloader()) if dm is not None else 1, 1)
 
+    def _train_images(self) -> int:
+        """Training images N of ``optimizer=auto``'s count (the datamodule's train dataset; else batches × batch)."""
+        dm = getattr(self.trainer, "datamodule", None)
+        dataset = getattr(dm, "train_dataset", None) if dm is not None else None
+        if dataset is not None:
+            return len(dataset)
+        return self._batches_per_epoch() * self._global_batch_size()  # pragma: no cover - no datamodule
+
     def configure_optimizers(self) -> torch.optim.Optimizer:
         from lucid_core import optim as core_optim
 
         batch = self._global_batch_size()
         epochs = int(self.trainer.max_epochs or 1)
-        try:
-            total = int(self.trainer.estimated_stepping_batches)
-        except Exception:  # pragma: no cover - e.g. no dataloader yet
-            total = epochs * 100
-        self.resolved = resolve_optimizer(
+        iterations = planned_optimizer_steps(
+            self._train_images(), batch, self.optimizer_config.nominal_batch, max(epochs, 0)
+        )
+        resolved = resolve_optimizer(
             self.optimizer_config,
             family=self.family,
             num_classes=self.num_classes,
             batch_size=batch,
-            total_iterations=total,
+            iterations=iterations,
         )
+        self.resolved = replace(resolved, precision=str(self.trainer.precision))
         self.accumulate = self.resolved.accumulate
         rank_zero_info(self.resolved.describe())
         boost = None  # MuSGD trains the head's classification convs with lr x 3 (fixture README layout)
@@ -332,7 +382,7 @@ class DetectionLitModule(pl.LightningModule):
             lrf=cfg.lrf,
             momentum=self.resolved.momentum,
             warmup_epochs=cfg.warmup_epochs,
-            warmup_bias_lr=cfg.warmup_bias_lr,
+            warmup_bias_lr=self.resolved.warmup_bias_lr,
             warmup_momentum=cfg.warmup_momentum,
             min_warmup_iters=cfg.warmup_min_iters,
         )
@@ -408,16 +458,11 @@ class DetectionLitModule(pl.LightningModule):
                 items=dict(zip(self.loss_names, items.tolist())),
                 paths=paths,
             )
-        self.manual_backward(total)
+        self.manual_backward(self.backward_loss(total))
 
         if iteration - self.last_opt_step >= self._accumulate_at(iteration, nb) or batch_idx == nb - 1:
             self._apply_schedule(optimizer.optimizer, iteration, epoch, nb)
-            self.clip_gradients(
-                optimizer,  # type: ignore[arg-type]
-                gradient_clip_val=self.optimizer_config.grad_clip_norm,
-                gradient_clip_algorithm="norm",
-            )
-            optimizer.step()
+            optimizer.step()  # runs on_before_optimizer_step (the clip) after the AMP scaler's unscale_
             optimizer.zero_grad(set_to_none=True)
             self._update_ema()
             self.last_opt_step = iteration
@@ -427,6 +472,27 @@ class DetectionLitModule(pl.LightningModule):
         for name, value in zip(self.loss_names, items):
             self.log(f"train/{name}", value, prog_bar=True, on_step=True, on_epoch=False, batch_size=1)
         return torch.as_tensor(total).detach()
+
+    def backward_loss(self, total: Tensor) -> Tensor:
+        """The loss that is back-propagated: the summed loss × world size (reference DDP convention, issue 12).
+
+        DDP averages gradients over the ranks; scaling by the world size first makes the averaged gradient the sum
+        over every rank's images, as in the reference (identity on one process).
+        """
+        world = max(int(self.trainer.world_size), 1)
+        return total * world if world > 1 else total
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Clip the global gradient norm to ``grad_clip_norm`` on unscaled gradients, in every precision.
+
+        Lightning calls this hook inside ``optimizer.step()``: for ``16-mixed`` after ``GradScaler.unscale_`` (which
+        it performs once per step) and before ``scaler.step``, for other precisions right before the step. So the
+        clip always sees the true gradients and nothing is unscaled twice. A step the scaler skips (non-finite
+        gradients) is still counted as an optimizer step, and the EMA still updates, as in the reference.
+        """
+        clip = float(self.optimizer_config.grad_clip_norm)
+        if clip > 0:
+            self.clip_gradients(optimizer, gradient_clip_val=clip, gradient_clip_algorithm="norm")
 
     @property
     def ema_updates(self) -> int:
@@ -472,30 +538,103 @@ class DetectionLitModule(pl.LightningModule):
             self._gt = CocoGroundTruth.from_source(self.trainer.datamodule.val_source())  # type: ignore[attr-defined]
         return self._gt
 
-    def on_validation_epoch_start(self) -> None:
-        from lucid_train.eval.runner import ModelScorer, decode_paths
+    def validation_paths(self) -> list[str]:
+        """Decode paths scored every validation: ``val_decode`` first (it drives ``best``), then for an end-to-end
+        model (yolo26) the other branch (reference: one-to-many + NMS by default, one-to-one = ``nms=False``)."""
+        if getattr(self.ema_model, "end2end", False):
+            return [self.val_decode, "topk" if self.val_decode == "nms" else "nms"]
+        return ["nms"]
 
+    def _broadcast_ema_from_rank0(self) -> None:
+        """Give every rank rank 0's EMA weights and buffers before a sharded validation.
+
+        DDP keeps the trained parameters identical, but BatchNorm running statistics are updated by each rank's own
+        batches (DDP re-broadcasts them only at the next forward), so each rank's EMA buffers drift apart at float
+        rounding level. Scoring every shard with rank 0's EMA (the one checkpointed) makes the gathered metric that
+        of a single process scoring those weights, exactly.
+        """
+        import torch.distributed as dist
+
+        if int(self.trainer.world_size) <= 1 or not (dist.is_available() and dist.is_initialized()):
+            return
+        with torch.no_grad():
+            for tensor in self.ema_model.state_dict().values():
+                dist.broadcast(tensor, src=0)
+
+    def on_validation_epoch_start(self) -> None:
+        from lucid_train.eval.runner import ModelScorer
+
+        self._broadcast_ema_from_rank0()
         self._evaluator = ModelScorer(
             self._ground_truth(),
             task=self.task,
             num_classes=self.num_classes,
-            decode=decode_paths(self.ema_model, self.decode),
+            decode=self.validation_paths(),
             conf=self.val_conf,
             iou=self.val_iou,
             max_det=self.max_det,
+            multi_label=True,  # the reference validator keeps a box for every class above conf
+            kpt_sigmas=self.keypoint_sigmas(),
         )
+
+    def keypoint_sigmas(self) -> list[float] | None:
+        """Pose: the OKS sigmas of the objective, which the keypoint metric uses too (the dataset YAML's
+        ``kpt_sigmas``, else COCO's for 17 keypoints, else 1/K; fixture README "pose_loss_*.pt" step 5)."""
+        if self.task != "pose":
+            return None
+        from lucid_core.loss.terms.pose import resolve_keypoint_sigmas
+
+        kpt_shape = tuple(getattr(self.model.head, "kpt_shape", (17, 3)))
+        return [float(v) for v in resolve_keypoint_sigmas(kpt_shape, self.task_options.get("kpt_sigmas"))]
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         model = self.eval_model()
         with torch.no_grad():
             self._evaluator.update(model, batch)
 
+    @staticmethod
+    def _metric_prefix(path: str, primary: bool) -> str:
+        if primary:
+            return "metrics/"
+        return "metrics/e2e/" if path == "topk" else "metrics/nms/"
+
+    def _task_metrics(self, result: Any, prefix: str) -> dict[str, float]:
+        """mAP50 and mAP50-95 of every IoU type of the task (task table): box keys ``{prefix}mAP50(-95)``, the
+        task's own under ``{prefix}mask/``, ``{prefix}pose/`` (``lucid_core.tasks.metric_key``)."""
+        from lucid_core.tasks import metric_key
+
+        metrics: dict[str, float] = {}
+        for iou_type, scores in result.per_type.items():
+            for name, value in (("mAP50", scores.map50), ("mAP50-95", scores.map50_95)):
+                key = metric_key(iou_type, name)
+                metrics[prefix + key[len("metrics/") :]] = float(value)
+        return metrics
+
     def on_validation_epoch_end(self) -> None:
-        result = self._evaluator.compute()
-        self._evaluator = None
-        self.val_metrics = {"metrics/mAP50": float(result.map50), "metrics/mAP50-95": float(result.map50_95)}
+        """Gather the ranks' per-image results to rank 0, score there, and share the metrics with every rank.
+
+        ``metrics/mAP50(-95)`` are the ``val_decode`` path's (``best`` is chosen on ``metrics/mAP50-95``); the other
+        path of an end-to-end model is logged beside them (``metrics/e2e/*`` for top-k, ``metrics/nms/*``).
+        """
+        scorer, self._evaluator = self._evaluator, None
+        metrics: dict[str, float] | None = None
+        if scorer.gather(dst=0):
+            result = scorer.compute()
+            metrics = self._task_metrics(result, "metrics/")
+            for path, other in result.other_decodes.items():
+                metrics.update(self._task_metrics(other, self._metric_prefix(path, primary=False)))
+            metrics["metrics/fitness"] = self.task_spec.fitness(metrics)
+        if int(self.trainer.world_size) > 1:
+            import torch.distributed as dist
+
+            if dist.is_available() and dist.is_initialized():
+                shared = [metrics]
+                dist.broadcast_object_list(shared, src=0)
+                metrics = shared[0]
+        assert metrics is not None
+        self.val_metrics = metrics
         for key, value in self.val_metrics.items():
-            self.log(key, value, prog_bar=True, sync_dist=False, rank_zero_only=False)
+            self.log(key, value, prog_bar="/e2e/" not in key and "/nms/" not in key, sync_dist=False)
 
     def test_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         self.validation_step(batch, batch_idx)
@@ -570,5 +709,5 @@ class DetectionLitModule(pl.LightningModule):
         return json.dumps(self.resolved.as_dict() if self.resolved else {}, indent=2)
 
 
-#: the name of the Lightning module in the public API (``lucid_train.YOLOLitModule``); the same class.
-YOLOLitModule = DetectionLitModule
+#: the historical name of :class:`YOLOLitModule` (detection was its first task); the same class.
+DetectionLitModule = YOLOLitModule

@@ -64,3 +64,17 @@ def _cast(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(_cast(v) for v in value)
     return value
+
+
+def default_precision(cuda_available: bool | None = None) -> str:
+    """The trainer precision when ``--trainer.precision`` is not given (issue 12 "Default precision").
+
+    ``16-mixed`` when CUDA is available (the reference trains with AMP by default: fp16 autocast + GradScaler,
+    BatchNorm and the loss in float32, :func:`keep_batchnorm_float32`), ``32-true`` otherwise (on CPU Lightning
+    would turn ``16-mixed`` into bf16 autocast, which CPUs without native bf16 run slowly). ``bf16-mixed`` is the
+    documented option for Ampere-or-newer GPUs (no scaler needed). Gradients are clipped after the scaler's
+    unscale in every precision (``DetectionLitModule.on_before_optimizer_step``).
+    """
+    if cuda_available is None:
+        cuda_available = bool(torch.cuda.is_available())
+    return "16-mixed" if cuda_available else "32-true"

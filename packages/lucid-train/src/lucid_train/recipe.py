@@ -6,11 +6,16 @@ sources are listed in ``docs/TRAINING.md`` (issue 6 "What to build"; the referen
 hyper-parameters: lr0 0.01, lrf 0.01, momentum 0.937, weight_decay 5e-4, warmup_epochs 3, warmup_momentum 0.8,
 warmup_bias_lr 0.1, nominal batch 64, box 7.5, cls 0.5, dfl 1.5, close_mosaic 10).
 
-``optimizer=auto`` (the reference's documented ``optimizer: auto`` behaviour): when the run has more than
-10,000 iterations it uses SGD (MuSGD for yolo26) with lr0 0.01 and momentum 0.937; shorter runs use AdamW with
-``lr0 = round(0.002 * 5 / (4 + nc), 6)`` and momentum (β1) 0.9. An ``lr0`` or ``momentum`` the user set explicitly
-is never overridden: unset values are ``None`` until resolved, and the resolution is printed and saved in the run
-directory (``optimizer.json``).
+``optimizer=auto`` (the reference's documented ``optimizer: auto`` behaviour, issue 12; fixtures README "How the
+reference trainer builds the optimiser"): the planned number of optimizer steps is
+``iterations = ceil(N / max(batch, nominal_batch)) × epochs`` (N = training images, batch = the global batch). Above
+10,000 it picks **MuSGD** with lr0 0.01 and momentum 0.9 for every family; otherwise **AdamW** with
+``lr0 = round(0.002 * 5 / (4 + nc), 6)`` and momentum (β1) 0.9. Under auto the warm-up bias lr is 0.0 (biases warm
+up from 0 like every other group), whatever ``warmup_bias_lr`` says. An explicit ``--optimizer.name`` keeps the
+recipe values (SGD/MuSGD lr0 0.01, momentum 0.937; AdamW as above) and ``warmup_bias_lr`` (0.1). An ``lr0`` or
+``momentum`` the user set explicitly is never overridden: unset values are ``None`` until resolved. The
+resolution and its reason are printed (with the trainer precision) and saved in the run directory
+(``optimizer.json``).
 """
 
 from __future__ import annotations
@@ -21,11 +26,17 @@ from typing import Any, Literal
 
 OptimizerName = Literal["auto", "SGD", "MuSGD", "AdamW"]
 
-#: the recipe values used when ``lr0`` / ``momentum`` are left unset for SGD and MuSGD.
+#: the recipe values used when ``lr0`` / ``momentum`` are left unset for an explicit SGD or MuSGD.
 SGD_LR0 = 0.01
 SGD_MOMENTUM = 0.937
-#: ``optimizer=auto`` picks SGD/MuSGD above this many iterations (optimizer steps × accumulate), AdamW below.
+#: ``optimizer=auto`` picks MuSGD above this many planned optimizer steps (:func:`planned_optimizer_steps`).
 AUTO_ITERATION_THRESHOLD = 10_000
+#: what ``optimizer=auto`` resolves to above the threshold (every family; reference ``optimizer: auto``).
+AUTO_LONG_OPTIMIZER: Literal["MuSGD"] = "MuSGD"
+AUTO_LONG_LR0 = 0.01
+AUTO_MOMENTUM = 0.9
+#: the warm-up bias lr under ``optimizer=auto`` (an explicit optimizer keeps ``warmup_bias_lr``).
+AUTO_WARMUP_BIAS_LR = 0.0
 
 
 @dataclass
@@ -74,14 +85,27 @@ class EMAConfig:
 
 @dataclass
 class LossConfig:
-    """Loss gains (reference defaults box 7.5, cls 0.5, dfl 1.5) and assigner constants."""
+    """Loss gains and assigner constants (reference defaults, ``shared/fixtures/README.md`` ``hyp`` records).
+
+    ``box``/``cls``/``dfl`` apply to every task (the segment mask and semantic terms use the box gain, fixture
+    README S4/S5); ``pose``/``kobj``/``rle`` only to pose, ``angle`` only to obb.
+    """
 
     box: float = 7.5
     cls: float = 0.5
     dfl: float = 1.5
+    pose: float = 12.0
+    kobj: float = 1.0
+    rle: float = 1.0
+    angle: float = 1.0
     topk: int = 10
     alpha: float = 0.5
     beta: float = 6.0
+
+    def gains(self) -> dict[str, float]:
+        """Every gain by name, as the task objectives take them."""
+        names = ("box", "cls", "dfl", "pose", "kobj", "rle", "angle")
+        return {name: float(getattr(self, name)) for name in names}
 
 
 @dataclass(frozen=True)
@@ -95,15 +119,22 @@ class ResolvedOptimizer:
     accumulate: int
     batch_size: int
     reason: str
+    #: the bias group's warm-up start lr (0.0 under auto, ``OptimizerConfig.warmup_bias_lr`` otherwise).
+    warmup_bias_lr: float = 0.1
+    #: planned optimizer steps ``ceil(N / max(batch, nbs)) × epochs`` (what auto compared with its threshold).
+    iterations: int | None = None
+    #: the trainer's resolved precision (``32-true``, ``16-mixed``, ...); printed with the optimizer line.
+    precision: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def describe(self) -> str:
+        precision = f" precision={self.precision}" if self.precision else ""
         return (
             f"optimizer: {self.name}(lr0={self.lr0:g}, momentum={self.momentum:g}, "
-            f"weight_decay={self.weight_decay:g}) accumulate={self.accumulate} batch={self.batch_size} "
-            f"[{self.reason}]"
+            f"weight_decay={self.weight_decay:g}) warmup_bias_lr={self.warmup_bias_lr:g} "
+            f"accumulate={self.accumulate} batch={self.batch_size}{precision} [{self.reason}]"
         )
 
 
@@ -121,35 +152,59 @@ def scaled_weight_decay(weight_decay: float, batch_size: int, nominal_batch: int
     return float(core_scaled_weight_decay(weight_decay, batch_size, nominal_batch))
 
 
+def planned_optimizer_steps(dataset_size: int, batch_size: int, nominal_batch: int, epochs: int) -> int:
+    """``ceil(N / max(batch, nominal_batch)) × epochs``: the optimizer steps ``optimizer=auto`` counts (issue 12).
+
+    ``batch_size`` is the global batch (per-device batch × world size); one optimizer step consumes
+    ``max(batch, nominal_batch)`` images, so this counts steps, not batches.
+    """
+    if dataset_size < 0 or batch_size < 1 or nominal_batch < 1 or epochs < 0:
+        raise ValueError(
+            f"planned_optimizer_steps: expected dataset_size >= 0, batch_size >= 1, nominal_batch >= 1 and "
+            f"epochs >= 0, got {dataset_size}, {batch_size}, {nominal_batch}, {epochs}"
+        )
+    return math.ceil(dataset_size / max(batch_size, nominal_batch)) * epochs
+
+
 def resolve_optimizer(
     config: OptimizerConfig,
     *,
-    family: str,
     num_classes: int,
     batch_size: int,
-    total_iterations: int,
+    iterations: int,
+    family: str | None = None,
 ) -> ResolvedOptimizer:
     """Resolve ``optimizer=auto`` and unset ``lr0``/``momentum`` without overriding explicit values.
 
-    ``total_iterations`` counts batches over the whole run (the reference counts ``epochs × batches`` against its
-    10,000 threshold). ``weight_decay`` in the result is the configured (unscaled) value; scaling happens in the
-    parameter groups.
+    ``iterations`` is :func:`planned_optimizer_steps` of the run. ``family`` is accepted for the record only: the
+    reference's auto rule is the same for every family. ``weight_decay`` in the result is the configured (unscaled)
+    value; scaling happens in the parameter groups.
     """
+    del family  # auto picks the same optimiser for yolov8, yolo11 and yolo26 (reference behaviour)
     accumulate = accumulate_steps(batch_size, config.nominal_batch)
-    name = config.name
-    if name == "auto":
-        if total_iterations > AUTO_ITERATION_THRESHOLD:
-            name = "MuSGD" if family == "yolo26" else "SGD"
-            reason = f"auto: {total_iterations} iterations > {AUTO_ITERATION_THRESHOLD}"
+    name: Literal["SGD", "MuSGD", "AdamW"]
+    adamw_lr = round(0.002 * 5 / (4 + num_classes), 6)
+    warmup_bias_lr = config.warmup_bias_lr
+    if config.name == "auto":
+        warmup_bias_lr = AUTO_WARMUP_BIAS_LR
+        if iterations > AUTO_ITERATION_THRESHOLD:
+            name, default_lr = AUTO_LONG_OPTIMIZER, AUTO_LONG_LR0
+            comparison = ">"
         else:
-            name = "AdamW"
-            reason = f"auto: {total_iterations} iterations <= {AUTO_ITERATION_THRESHOLD}"
+            name, default_lr = "AdamW", adamw_lr
+            comparison = "<="
+        default_momentum = AUTO_MOMENTUM
+        reason = (
+            f"auto: {iterations} planned optimizer steps (ceil(images / max(batch, nbs)) x epochs) "
+            f"{comparison} {AUTO_ITERATION_THRESHOLD}; warmup_bias_lr 0.0"
+        )
     else:
+        name = config.name
         reason = "explicit"
-    if name == "AdamW":
-        default_lr, default_momentum = round(0.002 * 5 / (4 + num_classes), 6), 0.9
-    else:
-        default_lr, default_momentum = SGD_LR0, SGD_MOMENTUM
+        if name == "AdamW":
+            default_lr, default_momentum = adamw_lr, AUTO_MOMENTUM
+        else:
+            default_lr, default_momentum = SGD_LR0, SGD_MOMENTUM
     lr0 = config.lr0 if config.lr0 is not None else default_lr
     momentum = config.momentum if config.momentum is not None else default_momentum
     if config.lr0 is not None:
@@ -164,4 +219,6 @@ def resolve_optimizer(
         accumulate=accumulate,
         batch_size=batch_size,
         reason=reason,
+        warmup_bias_lr=float(warmup_bias_lr),
+        iterations=int(iterations),
     )

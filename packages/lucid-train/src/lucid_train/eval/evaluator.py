@@ -287,6 +287,14 @@ class COCOEvaluator:
         """Forget all detections (the ground truth index is kept)."""
         self._images = {}
 
+    def image_entries(self) -> dict[int, Any]:
+        """The accumulated per-image detections (COCO image id → entry), e.g. to gather them from DDP ranks."""
+        return dict(self._images)
+
+    def add_image_entries(self, entries: dict[int, Any]) -> None:
+        """Add :meth:`image_entries` of another evaluator; an image present in both keeps one entry."""
+        self._images.update(entries)
+
     @property
     def num_images(self) -> int:
         return len(self._images)

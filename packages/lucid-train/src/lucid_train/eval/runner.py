@@ -8,9 +8,12 @@ Pipeline (the same for in-training validation and ``lucid-eval``; issue 7):
 2. the model runs in eval mode on ``uint8 / 255``; for the end-to-end family (yolo26) the head branch is chosen
    per decode path (``"topk"`` = one-to-one branch + top-k, ``"nms"`` = one-to-many branch + NMS), as
    ``lucid_core.predict.prepare_inference_model`` does;
-3. ``lucid_core.decode.postprocess`` decodes (validation defaults conf 0.001, iou 0.7, max_det 300);
+3. ``lucid_core.decode.postprocess`` decodes (validation defaults conf 0.001, iou 0.7, max_det 300; in-training
+   validation uses multi-label NMS, the reference validator's: one box may be kept for several classes);
 4. boxes / keypoints / masks / rotated boxes go back to ORIGINAL pixels with the inverse letterbox mappings
-   (``scale_*_back``; an OBB's box is the hull of its mapped rotated box), exactly as ``lucid_core.predict``;
+   (``scale_*_back``; an OBB's box is the hull of its mapped rotated box), exactly as ``lucid_core.predict``
+   (in-training validation letterboxes rectangular batches instead, ``DetectionDataModule.val_dataloader``; the
+   ``LetterboxInfo`` in the meta maps those back the same way);
 5. `COCOEvaluator` scores them against ``CocoGroundTruth.from_source`` (task → IoU types: detect ``bbox``,
    obb ``rotated`` (exact polygon IoU, issue 17), segment ``bbox`` + ``segm``, pose ``bbox`` + ``keypoints``).
 """
@@ -25,16 +28,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from lucid_core.tasks import TASKS
 from lucid_train.eval.coco_gt import CocoGroundTruth
 from lucid_train.eval.evaluator import COCOEvaluator, EvalResult
 
 DECODE_CHOICES = ("topk", "nms", "both")
-TASK_IOU_TYPES: dict[str, tuple[str, ...]] = {
-    "detect": ("bbox",),
-    "obb": ("rotated",),
-    "segment": ("bbox", "segm"),
-    "pose": ("bbox", "keypoints"),
-}
+# task -> IoU types scored, from the task table (detect bbox, obb rotated, segment bbox + segm, pose bbox + keypoints)
+TASK_IOU_TYPES: dict[str, tuple[str, ...]] = {name: spec.iou_types for name, spec in TASKS.items()}
 
 
 def decode_paths(model: nn.Module, decode: str | None) -> list[str]:
@@ -122,6 +122,7 @@ class ModelScorer:
         iou_types: Iterable[str] | None = None,
         backend: str = "lucid",
         kpt_sigmas: Sequence[float] | None = None,
+        multi_label: bool = False,
     ) -> None:
         if task not in TASK_IOU_TYPES:
             raise ValueError(f"task must be one of {tuple(TASK_IOU_TYPES)}, got {task!r}")
@@ -134,6 +135,7 @@ class ModelScorer:
         self.num_classes = num_classes
         self.paths = list(decode)
         self.conf, self.iou, self.max_det = conf, iou, max_det
+        self.multi_label = bool(multi_label)
         self.kpt_shape = kpt_shape
         types = tuple(iou_types) if iou_types is not None else TASK_IOU_TYPES[task]
         self.evaluators = {
@@ -168,6 +170,7 @@ class ModelScorer:
             proto=None if proto is None else proto.float(),
             kpt_shape=self.kpt_shape,
             input_hw=(int(x.shape[2]), int(x.shape[3])),
+            multi_label=self.multi_label,
         )
         return [d.to("cpu") for d in dets]
 
@@ -176,6 +179,35 @@ class ModelScorer:
         for path in self.paths:
             for det, meta in zip(self.detections(model, batch["images"], path), batch["meta"]):
                 self.evaluators[path].update(meta["image_id"], to_original(det, meta.get("letterbox")))
+
+    @property
+    def num_images(self) -> int:
+        """Images scored so far (on this process) by the first decode path."""
+        return self.evaluators[self.paths[0]].num_images
+
+    def gather(self, dst: int = 0) -> bool:
+        """Gather every rank's per-image results to rank ``dst`` (``torch.distributed``; no-op on one process).
+
+        Each rank scores its own shard of the split; this sends the accumulated per-image detections (original
+        pixels, small numpy arrays) to ``dst``, which then holds all of them, so its :meth:`compute` equals
+        the single-process metric exactly (an image in two shards, e.g. a sampler's wrap-around padding, is kept
+        once). Every rank must call it. Returns True on the rank that may :meth:`compute`.
+        """
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+            return True
+        state = {path: evaluator.image_entries() for path, evaluator in self.evaluators.items()}
+        rank = dist.get_rank()
+        gathered: list[Any] | None = [None] * dist.get_world_size() if rank == dst else None
+        dist.gather_object(state, gathered, dst=dst)
+        if gathered is None:
+            return False
+        for other_rank, other in enumerate(gathered):
+            if other_rank != rank and other is not None:
+                for path, entries in other.items():
+                    self.evaluators[path].add_image_entries(entries)
+        return True
 
     def compute(self) -> EvalResult:
         results = {path: self.evaluators[path].compute() for path in self.paths}

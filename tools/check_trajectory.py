@@ -1,0 +1,305 @@
+"""Trajectory gate (level 4 of the reproduction protocol): our per-epoch validation curve against the reference's.
+
+Each entry of :data:`RECIPES` names a reference trajectory under ``../shared/trajectories`` (read its README: a band
+is valid only for the exact recipe and regime it was recorded under), the dataset, and the recipe to train with the
+real lucid-train code path (``DetectionLitModule`` + ``DetectionDataModule`` under a Lightning ``Trainer``; nothing is
+written outside a temporary directory). After every epoch the EMA weights are scored exactly as the reference's were
+(``lucid_train.eval.evaluate_model`` = ``lucid-eval``: COCO protocol, square letterbox at the recorded image size,
+``decode="both"`` for yolo26), and every curve of the entry is compared epoch by epoch:
+
+* from ``band.from_epoch`` on, ours ≥ ``band.each`` × the reference (0.85 for the shapes recipe, issue 12);
+* at the last epoch, ours ≥ ``band.final`` × the reference (0.95).
+
+The per-epoch table (reference, ours and the ratio for each curve, plus training's own in-loop validation figures)
+is printed; the exit status is 1 when a value is outside its band, 0 otherwise; an entry whose shared files are
+absent is skipped. ``make goldens`` runs it after ``tools/check_goldens.py``; it trains for minutes on a CPU, so its
+test is ``slow``.
+
+Adding a recipe (e.g. the pose fine-tune ``coco8pose_yolo11n_finetune.json``, issue 16): one more
+:class:`TrajectoryRecipe` with its data, model (``weights`` for a fine-tune), training settings and ``curves`` — each
+curve names the key path of the reference value inside an ``epochs[e]`` record (``["nms", "mAP50-95"]`` or
+``["keypoints_mAP50-95"]``) and the decode path / IoU type of our score.
+
+Usage: ``uv run --no-sync python tools/check_trajectory.py [--only NAME] [--threads N] [--json]``. Environment:
+``LUCID_SHARED_DIR`` (default ``../shared`` next to the checkout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = Path(os.environ.get("LUCID_SHARED_DIR", REPO_ROOT.parent / "shared"))
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One compared curve: the reference value at ``reference_key`` in each epoch record vs our score."""
+
+    label: str
+    reference_key: tuple[str, ...]
+    decode: str = "nms"
+    iou_type: str = "bbox"
+    metric: str = "mAP50-95"
+
+
+@dataclass(frozen=True)
+class Band:
+    """``ours >= each × reference`` from epoch ``from_epoch`` on, and ``>= final × reference`` at the last epoch."""
+
+    from_epoch: int = 1
+    each: float = 0.85
+    final: float = 0.95
+
+
+@dataclass(frozen=True)
+class TrajectoryRecipe:
+    """A reference trajectory and the exact recipe it was recorded under (see ../shared/trajectories/README.md)."""
+
+    name: str
+    trajectory: str  # relative to the shared directory
+    data: str  # data YAML, relative to the shared directory
+    family: str
+    scale: str
+    epochs: int
+    batch_size: int
+    imgsz: int
+    optimizer: dict[str, Any]
+    curves: tuple[Curve, ...]
+    task: str = "detect"
+    #: weights to fine-tune from, relative to the shared directory (None = random init)
+    weights: str | None = None
+    augment: dict[str, Any] = field(default_factory=dict)
+    workers: int = 1
+    threads: int = 2
+    seed: int = 0
+    score_imgsz: int | None = None  # image size of the scoring (default: imgsz)
+    band: Band = Band()
+
+
+RECIPES: tuple[TrajectoryRecipe, ...] = (
+    TrajectoryRecipe(
+        name="shapes_yolo26n_adamw",
+        trajectory="trajectories/shapes_yolo26n_adamw.json",
+        data="data/shapes-l4/data.yaml",
+        family="yolo26",
+        scale="n",
+        epochs=10,
+        batch_size=16,
+        imgsz=96,
+        # the embedded default run's settings (lucid_train/configs/shapes_default.yaml), as the README records
+        optimizer={"name": "AdamW", "lr0": 0.004, "momentum": 0.9, "nominal_batch": 16, "warmup_epochs": 1.0},
+        augment={"close_mosaic": 3},
+        curves=(
+            Curve("topk mAP50-95", ("topk", "mAP50-95"), decode="topk"),
+            Curve("nms mAP50-95", ("nms", "mAP50-95"), decode="nms"),
+        ),
+    ),
+)
+
+
+class TrajectorySkipped(Exception):
+    """The recipe's shared files are not present; reported as SKIP, not as a failure."""
+
+
+def reference_value(record: dict[str, Any], key: tuple[str, ...]) -> float:
+    """The value at ``key`` (a path of dict keys) inside one epoch record of the trajectory file."""
+    value: Any = record
+    for part in key:
+        if not isinstance(value, dict) or part not in value:
+            raise SystemExit(
+                f"trajectory epoch {record.get('epoch')}: no key {'/'.join(key)} (missing {part!r})"
+            )
+        value = value[part]
+    return float(value)
+
+
+def load_trajectory(recipe: TrajectoryRecipe, shared: Path = SHARED_DIR) -> dict[str, Any]:
+    path = shared / recipe.trajectory
+    if not path.is_file():
+        raise TrajectorySkipped(f"{path} is not present")
+    trajectory: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    epochs = trajectory.get("epochs")
+    if not isinstance(epochs, list) or len(epochs) != recipe.epochs:
+        raise SystemExit(
+            f"{path}: expected {recipe.epochs} epoch records for recipe {recipe.name}, got "
+            f"{len(epochs) if isinstance(epochs, list) else type(epochs).__name__}"
+        )
+    return trajectory
+
+
+def _our_value(result: Any, curve: Curve) -> float:
+    """``curve``'s metric from an ``EvalResult`` of ``decode="both"`` (primary path, or one in other_decodes)."""
+    chosen = result if result.decode == curve.decode else result.other_decodes.get(curve.decode)
+    if chosen is None:
+        raise SystemExit(f"curve {curve.label}: decode path {curve.decode!r} was not scored")
+    per_type = chosen.per_type[curve.iou_type]
+    return float(per_type.map50_95 if curve.metric == "mAP50-95" else per_type.map50)
+
+
+def train_and_score(
+    recipe: TrajectoryRecipe, shared: Path = SHARED_DIR, threads: int | None = None
+) -> list[dict[str, Any]]:
+    """Train the recipe; per epoch: our value of every curve and training's own validation metrics."""
+    import lightning.pytorch as pl
+    import torch
+
+    from lucid_data.augment.pipeline import AugmentConfig
+    from lucid_train.callbacks import EpochStateCallback
+    from lucid_train.datamodule import DetectionDataModule
+    from lucid_train.eval import evaluate_model
+    from lucid_train.module import DetectionLitModule
+    from lucid_train.recipe import OptimizerConfig
+
+    data_yaml = shared / recipe.data
+    if not data_yaml.is_file():
+        raise TrajectorySkipped(f"{data_yaml} is not present")
+    score_imgsz = recipe.score_imgsz or recipe.imgsz
+    decode = "both" if any(c.decode == "topk" for c in recipe.curves) else "nms"
+    rows: list[dict[str, Any]] = []
+
+    class ScoreEachEpoch(pl.Callback):
+        def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
+            result = evaluate_model(
+                pl_module.ema_model, datamodule.val_source(), imgsz=score_imgsz, decode=decode, batch_size=32
+            )
+            row = {"epoch": int(trainer.current_epoch), "in_training": dict(pl_module.val_metrics)}
+            row.update({curve.label: _our_value(result, curve) for curve in recipe.curves})
+            rows.append(row)
+            print(
+                f"  epoch {row['epoch']}: "
+                + ", ".join(f"{c.label} {row[c.label]:.4f}" for c in recipe.curves)
+            )
+
+    with tempfile.TemporaryDirectory(prefix=f"lucid-trajectory-{recipe.name}-") as tmp:
+        torch.set_num_threads(int(threads or recipe.threads))
+        pl.seed_everything(recipe.seed, verbose=False)
+        datamodule = DetectionDataModule(
+            root=str(data_yaml),
+            imgsz=recipe.imgsz,
+            batch_size=recipe.batch_size,
+            workers=recipe.workers,
+            seed=recipe.seed,
+            augment=AugmentConfig(**recipe.augment),
+        )
+        module = DetectionLitModule(
+            family=recipe.family,
+            task=recipe.task,
+            scale=recipe.scale,
+            num_classes=datamodule.num_classes,
+            names=datamodule.names,
+            imgsz=datamodule.imgsz,
+            weights=str(shared / recipe.weights) if recipe.weights else None,
+            optimizer=OptimizerConfig(**recipe.optimizer),
+        )
+        trainer = pl.Trainer(
+            max_epochs=recipe.epochs,
+            accelerator="cpu",
+            devices=1,
+            precision="32-true",
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            use_distributed_sampler=False,
+            num_sanity_val_steps=0,
+            default_root_dir=str(Path(tmp) / "run"),
+            callbacks=[EpochStateCallback(), ScoreEachEpoch()],
+        )
+        trainer.fit(module, datamodule=datamodule)
+    return rows
+
+
+def check_rows(recipe: TrajectoryRecipe, trajectory: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """Failures (one line each) of our per-epoch ``rows`` against the reference under ``recipe.band``."""
+    failures = []
+    if len(rows) != recipe.epochs:
+        failures.append(f"{recipe.name}: scored {len(rows)} epochs, expected {recipe.epochs}")
+    last = recipe.epochs - 1
+    for row in rows:
+        epoch = int(row["epoch"])
+        record = trajectory["epochs"][epoch]
+        for curve in recipe.curves:
+            ref = reference_value(record, curve.reference_key)
+            ours = float(row[curve.label])
+            need = []
+            if epoch >= recipe.band.from_epoch:
+                need.append((recipe.band.each, "each epoch"))
+            if epoch == last:
+                need.append((recipe.band.final, "final epoch"))
+            for factor, what in need:
+                if ours < factor * ref:
+                    failures.append(
+                        f"{recipe.name}: epoch {epoch} {curve.label} = {ours:.4f} < {factor} x reference {ref:.4f} "
+                        f"({what} band; ratio {ours / ref if ref else float('inf'):.3f})"
+                    )
+    return failures
+
+
+def format_table(recipe: TrajectoryRecipe, trajectory: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """The per-epoch table: reference, ours and ratio per curve, then training's own validation figures."""
+    header = ["epoch"]
+    for curve in recipe.curves:
+        header += [f"ref {curve.label}", f"ours {curve.label}", "ratio"]
+    extra_keys = sorted({k for row in rows for k in row["in_training"] if k.endswith("mAP50-95")})
+    header += [f"in-loop {k.removeprefix('metrics/')}" for k in extra_keys]
+    lines = [" | ".join(header)]
+    for row in rows:
+        record = trajectory["epochs"][int(row["epoch"])]
+        cells = [str(row["epoch"])]
+        for curve in recipe.curves:
+            ref = reference_value(record, curve.reference_key)
+            ours = float(row[curve.label])
+            cells += [f"{ref:.4f}", f"{ours:.4f}", f"{ours / ref:.3f}" if ref else "inf"]
+        cells += [f"{float(row['in_training'].get(k, float('nan'))):.4f}" for k in extra_keys]
+        lines.append(" | ".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--only", action="append", default=None, help="run only this recipe (repeatable)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the recipe's)")
+    parser.add_argument("--json", action="store_true", help="print the measured rows as one JSON line")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", message=r".*overridden `transfer_batch_to_device`.*")
+    warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+    recipes = [r for r in RECIPES if not args.only or r.name in args.only]
+    if not recipes:
+        print(f"trajectory: no recipe selected (known: {[r.name for r in RECIPES]})", file=sys.stderr)
+        return 1
+    failures: list[str] = []
+    measured: dict[str, list[dict[str, Any]]] = {}
+    for recipe in recipes:
+        start = time.perf_counter()
+        try:
+            trajectory = load_trajectory(recipe)
+            rows = train_and_score(recipe, threads=args.threads)
+        except TrajectorySkipped as exc:
+            print(f"SKIP {recipe.name}: {exc}")
+            continue
+        measured[recipe.name] = rows
+        problems = check_rows(recipe, trajectory, rows)
+        failures += problems
+        print(format_table(recipe, trajectory, rows))
+        status = "FAIL" if problems else "ok"
+        print(f"{status:<4} {recipe.name}: {len(rows)} epochs in {time.perf_counter() - start:.0f} s")
+    for line in failures:
+        print(f"trajectory: {line}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(measured))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
