@@ -89,6 +89,8 @@ def test_recipe_names_map_to_their_groups(shapes_yaml: Path) -> None:
 def test_unknown_model_is_named(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"yolo99x.*registered model name"):
         YOLO("yolo99x")
+    with pytest.raises(FileNotFoundError, match=r"--ckpt_path .*last\.ckpt.*best\.safetensors"):
+        YOLO(tmp_path / "last.ckpt")
 
 
 def test_predict_returns_detections_and_writes_lucid_predicts_json(shapes_yaml: Path, tmp_path: Path) -> None:

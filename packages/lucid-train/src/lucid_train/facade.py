@@ -122,6 +122,12 @@ class YOLO:
                 raise FileNotFoundError(f"YOLO({text!r}): no such reference checkpoint")
             self.reference = path
             return
+        if path.suffix == ".ckpt":
+            raise FileNotFoundError(
+                f"YOLO({text!r}): a lucid-train .ckpt is a Lightning training state, not model weights; resume it "
+                f"with `lucid-train fit --ckpt_path {text}`, or use the run's exported weights "
+                f"({path.with_name('best')} = best.safetensors + best.json)"
+            )
         from lucid_core.checkpoint import checkpoint_paths
 
         weights, config = checkpoint_paths(path)
