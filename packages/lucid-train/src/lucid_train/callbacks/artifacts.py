@@ -63,11 +63,35 @@ class RunArtifacts(pl.Callback):
         self.best_score = float(state_dict.get("best_score", -math.inf))
         self.best_epoch = int(state_dict.get("best_epoch", -1))
 
+    def _adopt_best_checkpoint(self, run_dir: Path) -> None:
+        """Take ``best.ckpt``'s best epoch and score when they are newer than the resumed state's.
+
+        ``best.ckpt`` and the best export are written before ``last.ckpt``, so a kill between them leaves a best of
+        an epoch the resumed state (from the previous ``last.ckpt``) has not seen. That epoch is trained again, but
+        with other settings (e.g. a new ``--trainer.max_epochs``) it may score lower and would leave ``best`` and
+        the state disagreeing; adopting the checkpoint's record keeps them equal.
+        """
+        import torch
+
+        path = run_dir / "best.ckpt"
+        if not path.is_file():
+            return
+        try:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception:  # unreadable: repair_run_directory reports it
+            return
+        for key, state in checkpoint.get("callbacks", {}).items():
+            if key.startswith(type(self).__name__) and isinstance(state, dict):
+                epoch, score = int(state.get("best_epoch", -1)), float(state.get("best_score", -math.inf))
+                if epoch != self.best_epoch and score > self.best_score:
+                    self.best_epoch, self.best_score = epoch, score
+
     # ------------------------------------------------------------------ hooks
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._fit_started = time.perf_counter()
         if trainer.is_global_zero:
             repair_run_directory(run_dir_of(trainer), pl_module)
+        self._adopt_best_checkpoint(run_dir_of(trainer))
         resolved = getattr(pl_module, "resolved", None)
         if trainer.is_global_zero and resolved is not None:
             atomic_write_json(run_dir_of(trainer) / "optimizer.json", resolved.as_dict())
