@@ -35,30 +35,12 @@ from typing import Any
 
 import numpy as np
 
+from lucid_core.loss.terms.pose import COCO_KEYPOINT_SIGMAS_X10
+
 # COCO keypoint sigmas (person, 17 keypoints), cocodataset.org/#keypoints-eval and pycocotools
 # `Params.setKpParams`: the per-keypoint standard deviations divided by 10 there.
-COCO_KPT_SIGMAS: tuple[float, ...] = tuple(
-    v / 10.0
-    for v in (
-        0.26,
-        0.25,
-        0.25,
-        0.35,
-        0.35,
-        0.79,
-        0.79,
-        0.72,
-        0.72,
-        0.62,
-        0.62,
-        1.07,
-        1.07,
-        0.87,
-        0.87,
-        0.89,
-        0.89,
-    )
-)
+# COCO keypoint OKS sigmas in float64, as pycocotools divides them (the values live in lucid_core, beside the loss).
+COCO_KPT_SIGMAS: tuple[float, ...] = tuple(v / 10.0 for v in COCO_KEYPOINT_SIGMAS_X10)
 
 
 class GroundTruthError(ValueError):

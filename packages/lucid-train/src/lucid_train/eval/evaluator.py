@@ -270,7 +270,8 @@ class COCOEvaluator:
                 raise ValueError("iou_types has 'keypoints' but the ground truth has no keypoints")
             sigmas = kpt_sigmas if kpt_sigmas is not None else gt.kpt_sigmas
             if sigmas is None:
-                sigmas = COCO_KPT_SIGMAS
+                # the pose loss's rule (fixture README "pose_loss_*.pt" step 5): COCO's 17, else 1/K
+                sigmas = COCO_KPT_SIGMAS if num_kpts == len(COCO_KPT_SIGMAS) else [1.0 / num_kpts] * num_kpts
             if len(sigmas) != num_kpts:
                 raise ValueError(
                     f"{len(sigmas)} keypoint sigmas for {num_kpts} keypoints: give the dataset YAML `kpt_sigmas`"

@@ -47,8 +47,9 @@ __all__ = [
     "validate_keypoint_sigmas",
 ]
 
-# COCO keypoint OKS sigmas ×10 (fixture README step 5; COCO keypoint evaluation), divided by 10 in float32.
-_COCO_SIGMAS_X10 = (
+# COCO keypoint OKS sigmas ×10 (fixture README step 5; COCO keypoint evaluation): the one home of these values;
+# the loss divides them by 10 in float32, the COCO evaluator (lucid_train.eval) in float64 as pycocotools does.
+COCO_KEYPOINT_SIGMAS_X10 = (
     0.26,
     0.25,
     0.25,
@@ -68,7 +69,7 @@ _COCO_SIGMAS_X10 = (
     0.89,
 )
 COCO_KEYPOINT_SIGMAS: tuple[float, ...] = tuple(
-    float(v) for v in (torch.tensor(_COCO_SIGMAS_X10, dtype=torch.float32) / 10).tolist()
+    float(v) for v in (torch.tensor(COCO_KEYPOINT_SIGMAS_X10, dtype=torch.float32) / 10).tolist()
 )
 # RLE per-keypoint weights for COCO's 17 keypoints: elbows/knees 1.2, wrists/ankles 1.5 (fixture step 7.4).
 COCO_RLE_WEIGHTS: tuple[float, ...] = (1, 1, 1, 1, 1, 1, 1, 1.2, 1.2, 1.5, 1.5, 1, 1, 1.2, 1.2, 1.5, 1.5)
@@ -86,7 +87,7 @@ def default_keypoint_sigmas(kpt_shape: Sequence[int]) -> Tensor:
     (this fallback also applies to (17, 2))."""
     num_kpts, dims = int(kpt_shape[0]), int(kpt_shape[1])
     if (num_kpts, dims) == COCO_KPT_SHAPE:
-        return torch.tensor(_COCO_SIGMAS_X10, dtype=torch.float32) / 10
+        return torch.tensor(COCO_KEYPOINT_SIGMAS_X10, dtype=torch.float32) / 10
     return torch.ones(num_kpts, dtype=torch.float32) / num_kpts
 
 
