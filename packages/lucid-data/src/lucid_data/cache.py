@@ -1,14 +1,23 @@
 """Opt-in RAM cache of decoded uint8 images (`cache="ram"`).
 
 The cache holds the images exactly as the dataset's load step returns them (training: long side resized to
-imgsz; evaluation: the original decode), so cached and uncached pipelines produce identical samples. Before
-decoding anything it estimates the bytes needed (h·w·3 per image, from the header sizes) and refuses with the
-numbers when they exceed `max_fraction` of MemAvailable in /proc/meminfo (Linux `proc(5)`). The dataset fills it
-eagerly in the main process so DataLoader workers share it copy-on-write after fork.
+imgsz, i.e. the *prepared* image mosaic and letterbox only copy from; evaluation: the original decode), so cached
+and uncached pipelines produce identical samples (tested byte for byte). Before decoding anything it estimates the
+bytes needed (h·w·3 per image, from the header sizes), prints that RAM bill, and refuses with the numbers when it
+exceeds `max_fraction` of MemAvailable in /proc/meminfo (Linux `proc(5)`; the dataset's `cache_max_fraction`,
+default 0.7).
+
+Sharing (issue 18): the pixels live in one contiguous uint8 arena allocated once, and every cached image is a
+read-only view into it. The dataset fills it eagerly in the main process, so forked DataLoader workers map the
+same physical pages copy-on-write: nothing ever writes to the arena after the fill (reference counting touches the
+small view objects, not the pixel pages), so no worker makes a private copy and the resident memory of a run
+does not grow with the number of workers or epochs (`tests/data/test_data_cache_memory.py`, slow). Under the
+``spawn`` start method the dataset, arena included, is pickled into each worker instead (one copy per worker).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -51,7 +60,14 @@ def _format_bytes(n: float) -> str:
 
 
 class RamImageCache:
-    """Index → decoded uint8 image, filled once by `fill(load)` after the size check."""
+    """Index → decoded uint8 image, filled once by the dataset after the size check (see module docstring).
+
+    Args:
+        sizes_hw: (h, w) of every image to be cached (from the headers, after the load step's resize).
+        max_fraction: refuse when the bill exceeds this fraction of the available memory (0 < f ≤ 1).
+        available_bytes: the available memory (default: MemAvailable of /proc/meminfo).
+        report: print the RAM bill to stderr before anything is decoded (the dataset's default).
+    """
 
     def __init__(
         self,
@@ -59,20 +75,44 @@ class RamImageCache:
         *,
         max_fraction: float = DEFAULT_MAX_FRACTION,
         available_bytes: int | None = None,
+        report: bool = False,
     ) -> None:
+        if not 0.0 < float(max_fraction) <= 1.0:
+            raise ValueError(
+                f"cache max_fraction must be in (0, 1] (a fraction of the available memory), got {max_fraction!r}"
+            )
         self.needed_bytes = estimate_cache_bytes(sizes_hw)
         available = available_memory_bytes() if available_bytes is None else int(available_bytes)
         self.available_bytes = available
+        self.max_fraction = float(max_fraction)
+        if report:
+            print(
+                f'lucid-data: cache="ram" will hold {len(sizes_hw)} decoded images in '
+                f"{_format_bytes(self.needed_bytes)} of {_format_bytes(available)} available "
+                f"(limit {max_fraction:.0%}), shared copy-on-write by the DataLoader workers",
+                file=sys.stderr,
+            )
         if self.needed_bytes > max_fraction * available:
             raise CacheTooLargeError(
                 f'cache="ram" refused: {len(sizes_hw)} images need {_format_bytes(self.needed_bytes)} '
                 f"({self.needed_bytes} bytes) but only {_format_bytes(available)} ({available} bytes) are available "
-                f"(MemAvailable, /proc/meminfo; limit {max_fraction:.0%} of it). Use cache=None or a smaller imgsz."
+                f"(MemAvailable, /proc/meminfo; limit {max_fraction:.0%} of it). Use cache=None, a smaller imgsz "
+                "or a larger cache_max_fraction."
             )
+        self._arena = np.empty(self.needed_bytes, dtype=np.uint8)
+        self._used = 0
         self._images: dict[int, np.ndarray] = {}
 
     def put(self, index: int, image: np.ndarray) -> None:
-        """Store the decoded image of `index` (read-only afterwards)."""
+        """Store the decoded image of `index` (copied into the arena; read-only afterwards)."""
+        image = np.asarray(image)
+        end = self._used + image.nbytes
+        if image.dtype == np.uint8 and end <= self._arena.nbytes:
+            slot = self._arena[self._used : end].reshape(image.shape)
+            slot[...] = image
+            self._used = end
+            image = slot
+        # else (a decode larger than its header said, or not uint8): kept as its own array
         image.setflags(write=False)
         self._images[int(index)] = image
 
@@ -88,3 +128,10 @@ class RamImageCache:
     @property
     def stored_bytes(self) -> int:
         return int(sum(im.nbytes for im in self._images.values()))
+
+    @property
+    def arena(self) -> np.ndarray:
+        """The shared pixel buffer (read-only view) every arena-held image is a view of."""
+        view = self._arena.view()
+        view.setflags(write=False)
+        return view

@@ -8,6 +8,7 @@ reordering. Both are involutions: flipping twice gives back the input exactly (u
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from lucid_data.augment.geometry import canonical_rboxes
@@ -16,11 +17,19 @@ from lucid_data.targets import Targets
 __all__ = ["flip_horizontal", "flip_vertical"]
 
 
+def _flip_pixels(image: np.ndarray, axis: int) -> np.ndarray:
+    """A contiguous mirrored copy: cv2.flip for images OpenCV takes (same bytes as numpy's reversed view, ~10x
+    faster than ``np.ascontiguousarray(image[:, ::-1])`` on a 640x640x3 uint8 image; `tools/bench/data.py`)."""
+    if image.ndim in (2, 3) and image.dtype == np.uint8 and (image.ndim == 2 or image.shape[2] in (3, 4)):
+        return cv2.flip(image, 1 if axis == 0 else 0)
+    return np.ascontiguousarray(image[:, ::-1] if axis == 0 else image[::-1])
+
+
 def _flip(
     image: np.ndarray, targets: Targets, axis: int, flip_idx: list[int] | None
 ) -> tuple[np.ndarray, Targets]:
     size = image.shape[1] if axis == 0 else image.shape[0]
-    flipped = np.ascontiguousarray(image[:, ::-1] if axis == 0 else image[::-1])
+    flipped = _flip_pixels(image, axis)
     out = targets.copy()
     lo, hi = (0, 2) if axis == 0 else (1, 3)
     boxes = out.boxes.copy()

@@ -170,8 +170,11 @@ def warp_targets(
     else:
         b = out.boxes.astype(np.float64)
         corners = np.stack((b[:, [0, 1]], b[:, [2, 1]], b[:, [2, 3]], b[:, [0, 3]]), 1)
-        shapes = list(transform_points(corners, mat))
-    before = _hull_boxes(shapes)
+        moved = transform_points(corners, mat)  # (N, 4, 2): the hull in one vectorised min/max
+        shapes = []
+        before = np.concatenate((moved.min(1), moved.max(1)), 1)
+    if shapes:
+        before = _hull_boxes(shapes)
     if out.rboxes is not None or out.polygons is not None:
         clipped = [clip_polygon(p, w, h) for p in shapes]
         after = _hull_boxes(clipped)

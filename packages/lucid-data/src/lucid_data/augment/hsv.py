@@ -17,7 +17,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-__all__ = ["augment_hsv", "hsv_luts"]
+__all__ = ["augment_hsv", "augment_hsv_into", "hsv_luts"]
 
 
 def hsv_luts(gains: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -42,3 +42,33 @@ def augment_hsv(
     hue, sat, val = cv2.split(cv2.cvtColor(image, cv2.COLOR_RGB2HSV))
     merged = cv2.merge((cv2.LUT(hue, lut_hue), cv2.LUT(sat, lut_sat), cv2.LUT(val, lut_val)))
     return cv2.cvtColor(merged, cv2.COLOR_HSV2RGB)
+
+
+def augment_hsv_into(
+    image: np.ndarray,
+    rng: np.random.Generator,
+    hgain: float,
+    sgain: float,
+    vgain: float,
+    *,
+    hsv_buffer: np.ndarray,
+    planes: list[np.ndarray],
+    out: np.ndarray,
+) -> np.ndarray | None:
+    """`augment_hsv` with the same draws and bytes, written into caller-owned buffers (no per-sample allocation:
+    a fresh full-size array costs its page faults on every sample).
+
+    ``image``: RGB or RGBA uint8 (cv2's RGB→HSV ignores an alpha channel); ``hsv_buffer`` and ``out``: (H, W, 3)
+    uint8; ``planes``: three (H, W) uint8 arrays. Returns ``out``, or None (nothing drawn, nothing written) when
+    all gains are 0.
+    """
+    if not (hgain or sgain or vgain):
+        return None
+    gains = rng.uniform(-1, 1, 3) * np.array([hgain, sgain, vgain])
+    hsv = cv2.cvtColor(image, cv2.COLOR_RGB2HSV, dst=hsv_buffer)
+    cv2.split(hsv, planes)
+    for plane, lut in zip(planes, hsv_luts(gains)):
+        cv2.LUT(plane, lut, dst=plane)
+    cv2.merge(planes, dst=hsv)
+    result: np.ndarray = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB, dst=out)
+    return result

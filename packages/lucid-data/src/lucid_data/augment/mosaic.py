@@ -10,6 +10,7 @@ the caller from the sample's own generator, so the mosaic is a function of (seed
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from lucid_data.augment.geometry import translation, warp_targets
@@ -53,14 +54,27 @@ def mosaic4(
     imgsz: int,
     *,
     fill: int = 114,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, Targets]:
-    """Combine 4 HWC images (long side ≤ imgsz) and their targets on a (2·imgsz, 2·imgsz) canvas."""
+    """Combine 4 HWC images (long side ≤ imgsz) and their targets on a (2·imgsz, 2·imgsz) canvas.
+
+    ``out``: a (2·imgsz, 2·imgsz, C) uint8 buffer to build the canvas in (refilled, returned) instead of a new
+    array; C = 4 with 3-channel images builds an RGBA canvas (opaque alpha, RGB bytes as the 3-channel canvas),
+    which the pipeline warps on OpenCV's faster 4-channel path (`lucid_data.augment.affine.warp_image`).
+    """
     if len(images) != 4 or len(targets) != 4:
         raise ValueError(f"mosaic4 needs 4 images and 4 targets, got {len(images)} and {len(targets)}")
     s = int(imgsz)
     yc = int(rng.uniform(s / 2, 3 * s / 2))
     xc = int(rng.uniform(s / 2, 3 * s / 2))
-    canvas = np.full((2 * s, 2 * s, images[0].shape[2]), fill, dtype=np.uint8)
+    if out is None:
+        canvas = np.full((2 * s, 2 * s, images[0].shape[2]), fill, dtype=np.uint8)
+    else:
+        if out.shape[:2] != (2 * s, 2 * s) or out.dtype != np.uint8:
+            raise ValueError(f"mosaic4: out must be a ({2 * s}, {2 * s}, C) uint8 buffer, got {out.shape}")
+        canvas = out
+        canvas[...] = fill
+    add_alpha = canvas.shape[2] == 4 and images[0].shape[2] == 3
     placed: list[Targets] = []
     for i, (img, tgt) in enumerate(zip(images, targets)):
         h, w = img.shape[:2]
@@ -76,6 +90,10 @@ def mosaic4(
         else:  # bottom-right
             x1a, y1a, x2a, y2a = xc, yc, min(xc + w, 2 * s), min(2 * s, yc + h)
             x1b, y1b, x2b, y2b = 0, 0, min(w, x2a - x1a), min(y2a - y1a, h)
-        canvas[y1a:y2a, x1a:x2a] = img[y1b:y2b, x1b:x2b]
+        if add_alpha:
+            if y2a > y1a and x2a > x1a:
+                cv2.cvtColor(img[y1b:y2b, x1b:x2b], cv2.COLOR_RGB2RGBA, dst=canvas[y1a:y2a, x1a:x2a])
+        else:
+            canvas[y1a:y2a, x1a:x2a] = img[y1b:y2b, x1b:x2b]
         placed.append(warp_targets(tgt, translation(x1a - x1b, y1a - y1b), (2 * s, 2 * s)))
     return canvas, _concat(placed, targets[0])

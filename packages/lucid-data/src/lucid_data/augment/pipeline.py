@@ -11,16 +11,18 @@ sample is a function of those four numbers only, whatever the worker layout.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+import cv2
 import numpy as np
 
 from lucid_data.augment.affine import random_affine
 from lucid_data.augment.copy_paste import copy_paste_flip
 from lucid_data.augment.flip import flip_horizontal, flip_vertical
-from lucid_data.augment.hsv import augment_hsv
+from lucid_data.augment.hsv import augment_hsv, augment_hsv_into
 from lucid_data.augment.letterbox import letterbox_train
 from lucid_data.augment.mixup import mixup
 from lucid_data.augment.mosaic import mosaic4
@@ -96,9 +98,29 @@ class AugmentPipeline:
         self.num_images = int(num_images)
         self.load = load
         self.flip_idx = flip_idx
+        self._scratch = (
+            threading.local()
+        )  # per-thread RGBA mosaic/warp buffers of the fast path (never returned)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_scratch"]  # scratch buffers are rebuilt on first use (spawned DataLoader workers)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._scratch = threading.local()
+
+    def _buffer(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """A reused uint8 buffer of this thread (allocating a fresh 1280x1280 canvas per sample page-faults)."""
+        buffer: np.ndarray | None = getattr(self._scratch, name, None)
+        if buffer is None or buffer.shape != shape:
+            buffer = np.empty(shape, dtype=np.uint8)
+            setattr(self._scratch, name, buffer)
+        return buffer
 
     def _affine(
-        self, image: np.ndarray, targets: Targets, rng: np.random.Generator
+        self, image: np.ndarray, targets: Targets, rng: np.random.Generator, out: np.ndarray | None = None
     ) -> tuple[np.ndarray, Targets]:
         c = self.config
         return random_affine(
@@ -112,7 +134,18 @@ class AugmentPipeline:
             shear=c.shear,
             perspective=c.perspective,
             fill=c.fill,
+            out=out,
         )
+
+    def _mosaic_sources(self, index: int, rng: np.random.Generator) -> list[tuple[np.ndarray, Targets]]:
+        """The sample's image and 3 random partners; an index drawn twice is loaded once (the loader's result
+        is only read: same bytes, one decode)."""
+        partners = rng.integers(0, self.num_images, 3)
+        once: dict[int, tuple[np.ndarray, Targets]] = {}
+        for i in (index, *partners):
+            if int(i) not in once:
+                once[int(i)] = self.load(int(i))
+        return [once[int(i)] for i in (index, *partners)]
 
     def base(
         self, index: int, rng: np.random.Generator, *, mosaic_enabled: bool
@@ -120,8 +153,7 @@ class AugmentPipeline:
         """Mosaic (or letterbox) + copy-paste + random affine: an imgsz x imgsz image and its targets."""
         c = self.config
         if mosaic_enabled and c.mosaic > 0 and rng.random() < c.mosaic:
-            partners = rng.integers(0, self.num_images, 3)
-            loaded = [self.load(int(i)) for i in (index, *partners)]
+            loaded = self._mosaic_sources(index, rng)
             image, targets = mosaic4(
                 [x[0] for x in loaded], [x[1] for x in loaded], rng, self.imgsz, fill=c.fill
             )
@@ -131,18 +163,67 @@ class AugmentPipeline:
         image, targets = copy_paste_flip(image, targets, rng, c.copy_paste)
         return self._affine(image, targets, rng)
 
+    def _base_rgba(
+        self, index: int, rng: np.random.Generator, *, mosaic_enabled: bool
+    ) -> tuple[np.ndarray, Targets]:
+        """`base` without copy-paste (p 0: it draws nothing), the mosaic built and warped as RGBA in this
+        thread's reused buffers: the same random draws in the same order and the same RGB bytes (tested), on
+        OpenCV's faster 4-channel warp path without a fresh 1280x1280 canvas per sample. The returned image may
+        be a 4-channel view of a scratch buffer: `__call__` turns it into a new RGB array at once."""
+        c = self.config
+        if mosaic_enabled and c.mosaic > 0 and rng.random() < c.mosaic:
+            loaded = self._mosaic_sources(index, rng)
+            images = [x[0] for x in loaded]
+            s = self.imgsz
+            if all(im.ndim == 3 and im.shape[2] == 3 and im.dtype == np.uint8 for im in images):
+                canvas, targets = mosaic4(
+                    images,
+                    [x[1] for x in loaded],
+                    rng,
+                    s,
+                    fill=c.fill,
+                    out=self._buffer("canvas", (2 * s, 2 * s, 4)),
+                )
+                return self._affine(canvas, targets, rng, out=self._buffer("warped", (s, s, 4)))
+            image, targets = mosaic4(images, [x[1] for x in loaded], rng, s, fill=c.fill)
+        else:
+            image, targets = self.load(index)
+            image, targets = letterbox_train(image, targets, self.imgsz, fill=c.fill, scaleup=False)
+        return self._affine(image, targets, rng)
+
     def __call__(
         self, index: int, rng: np.random.Generator, *, mosaic_enabled: bool = True
     ) -> tuple[np.ndarray, Targets]:
         c = self.config
-        image, targets = self.base(index, rng, mosaic_enabled=mosaic_enabled)
-        if c.mixup > 0 and rng.random() < c.mixup:
-            partner = int(rng.integers(0, self.num_images))
-            image2, targets2 = self.base(partner, rng, mosaic_enabled=mosaic_enabled)
-            image, targets = mixup(image, targets, image2, targets2, rng)
-        image = augment_hsv(image, rng, c.hsv_h, c.hsv_s, c.hsv_v)
+        if c.mixup == 0 and c.copy_paste == 0:  # the defaults: the buffered RGBA path, same draws and bytes
+            image, targets = self._base_rgba(index, rng, mosaic_enabled=mosaic_enabled)
+        else:
+            image, targets = self.base(index, rng, mosaic_enabled=mosaic_enabled)
+            if c.mixup > 0 and rng.random() < c.mixup:
+                partner = int(rng.integers(0, self.num_images))
+                image2, targets2 = self.base(partner, rng, mosaic_enabled=mosaic_enabled)
+                image, targets = mixup(image, targets, image2, targets2, rng)
+        scratch = image.ndim == 3 and image.shape[2] == 4
+        if scratch:  # the RGBA scratch warp: HSV (or the alpha drop) into this thread's RGB buffer
+            h, w = image.shape[:2]
+            rgb = self._buffer("rgb", (h, w, 3))
+            hsv = augment_hsv_into(
+                image,
+                rng,
+                c.hsv_h,
+                c.hsv_s,
+                c.hsv_v,
+                hsv_buffer=self._buffer("hsv", (h, w, 3)),
+                planes=[self._buffer(f"plane{k}", (h, w)) for k in range(3)],
+                out=rgb,
+            )
+            image = hsv if hsv is not None else cv2.cvtColor(image, cv2.COLOR_RGBA2RGB, dst=rgb)
+        else:
+            image = augment_hsv(image, rng, c.hsv_h, c.hsv_s, c.hsv_v)
         if c.flipud > 0 and rng.random() < c.flipud:
             image, targets = flip_vertical(image, targets)
+            scratch = False  # a flip returns a new array
         if c.fliplr > 0 and rng.random() < c.fliplr:
             image, targets = flip_horizontal(image, targets, self.flip_idx)
-        return image, targets
+            scratch = False
+        return (image.copy() if scratch else image), targets
