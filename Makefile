@@ -3,6 +3,8 @@ UV ?= uv
 PYTEST_ARGS ?=
 # tests run two xdist workers with one thread each; `make fit` uses both cores in one process
 TEST_ENV = OMP_NUM_THREADS=1
+# the incumbent as a black box for `make bench`'s side-by-side pass (../shared/refbench/README.md)
+REFBENCH ?= $(or $(LUCID_SHARED_DIR),../shared)/refbench
 
 .PHONY: setup test test-all lint typecheck guard goldens gate fit bench docs notebooks
 
@@ -41,6 +43,14 @@ bench: setup
 	$(UV) run --locked python tools/bench/data.py
 	$(UV) run --locked python tools/bench/train.py
 	$(UV) run --locked python tools/bench/eval.py
+	@# issue 18: ours and the reference (../shared/refbench, a black box) back to back on 2 threads, with ratios
+	@if [ -x "$(REFBENCH)/run.sh" ]; then \
+		set -e; export OMP_NUM_THREADS=2; \
+		$(UV) run --locked python tools/bench/data.py --threads 2 --workers 0 --samples 200 --vs-reference; \
+		$(UV) run --locked python tools/bench/train.py --step --threads 2 --sizes 640 --steps 4 --profile --vs-reference; \
+		$(UV) run --locked python tools/bench/infer.py --threads 2 --vs-reference; \
+		$(UV) run --locked python tools/bench/predict.py --threads 2 --vs-reference; \
+	else echo "bench: $(REFBENCH)/run.sh not found: the --vs-reference pass is skipped"; fi
 
 # the documentation site, built strictly (a broken link or a missing nav file fails); into runs/site
 docs: setup

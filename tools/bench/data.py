@@ -9,14 +9,20 @@ Dataset: `../shared/data/coco8` (train split, 4 COCO images; issue 5). Measured 
 - with `--libs`: the pixel kernels of the pipeline in cv2 vs Pillow vs torch (resize, affine warp), the measurement
   behind choosing cv2.
 
-Every line prints samples/s and the ratio to decode-only. Run by hand (not by tests):
-`OMP_NUM_THREADS=1 uv run --no-sync python tools/bench/data.py [--samples 200] [--workers 0 1 2] [--libs]`.
+Every line prints samples/s and the ratio to decode-only. With `--vs-reference` (issue 18) the reference's
+dataset is timed after ours on the same YAML, imgsz, sample count and thread count
+(`../shared/refbench/run.sh data`: mosaic 1.0, default augmentation, in-process, no cache; samples/s of its
+`__getitem__`, as ours here) and the ratios ours/reference of the in-process uncached and cached lines are printed.
+`--threads` (default 1) is the OpenCV/torch thread count of the in-process lines and of the reference run;
+workers always run one thread each. Run by hand (not by tests):
+`OMP_NUM_THREADS=1 uv run --no-sync python tools/bench/data.py [--samples 200] [--workers 0 1 2] [--libs]
+[--threads 2 --vs-reference]`.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import sys
 import time
 from pathlib import Path
 
@@ -26,10 +32,10 @@ from torch.utils.data import DataLoader
 
 from lucid_data import DetectionDataset, collate, load_dataset, load_image
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_DATA = (
-    Path(os.environ.get("LUCID_SHARED_DIR", REPO_ROOT.parent / "shared")) / "data" / "coco8" / "coco8.yaml"
-)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _reference import SHARED_DIR, add_reference_flag, print_pair, run_reference
+
+DEFAULT_DATA = SHARED_DIR / "data" / "coco8" / "coco8.yaml"
 
 
 def _rate(count: int, seconds: float) -> float:
@@ -43,17 +49,17 @@ def decode_only(paths: list[Path], samples: int) -> float:
     return _rate(samples, time.perf_counter() - start)
 
 
-def in_process(ds: DetectionDataset, samples: int) -> float:
+def in_process(ds: DetectionDataset, samples: int, warmup: int = 8) -> float:
+    """Samples/s of ``ds[i % len(ds)]`` after ``warmup`` untimed samples (the reference workload's protocol)."""
+    ds.set_epoch(0)
+    for i in range(warmup):
+        ds[i % len(ds)]
     start = time.perf_counter()
-    done = 0
-    epoch = 0
-    while done < samples:
-        ds.set_epoch(epoch)
-        for i in range(len(ds)):
-            ds[i]
-            done += 1
-        epoch += 1
-    return _rate(done, time.perf_counter() - start)
+    for i in range(samples):
+        if i and i % len(ds) == 0:
+            ds.set_epoch(i // len(ds))  # new augmentation draws every pass over the images
+        ds[i % len(ds)]
+    return _rate(samples, time.perf_counter() - start)
 
 
 def _single_thread_cv2(_worker_id: int) -> None:
@@ -126,11 +132,16 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=120)
     parser.add_argument("--workers", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--libs", action="store_true", help="also time cv2 vs Pillow vs torch pixel kernels")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="OpenCV/torch threads in-process (and reference)"
+    )
+    add_reference_flag(parser)
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     import cv2
 
-    cv2.setNumThreads(1)  # one thread per process everywhere: rates are per core
+    cv2.setNumThreads(args.threads)  # workers: one thread each (worker_init_fn)
+    in_process_rates: dict[str, float] = {}
 
     source = load_dataset(args.data, "train")
     paths = [Path(r.path) for r in source.records]
@@ -147,6 +158,7 @@ def main() -> None:
                 rate = in_process(ds, args.samples)
                 name = f"augmented mosaic, {label}, in-process"
                 per = rate
+                in_process_rates[label] = rate
             else:
                 rate = through_loader(ds, args.samples, workers)
                 name = f"augmented mosaic, {label}, {workers} worker(s)"
@@ -154,6 +166,21 @@ def main() -> None:
             print(f"{name:44s} {rate:8.1f} samples/s   {rate / base:4.2f}x  ({per:.1f}/s per worker)")
     if args.libs:
         compare_libs(load_image(paths[0]))
+    if args.vs_reference:
+        ref = run_reference(
+            "data",
+            "--data",
+            args.data,
+            "--imgsz",
+            args.imgsz,
+            "--samples",
+            args.samples,
+            threads=args.threads,
+        )
+        for label, rate in in_process_rates.items():
+            print_pair(
+                f"data mosaic@{args.imgsz} in-process {label} ({args.threads} thr)", rate, ref, "samples/s"
+            )
 
 
 if __name__ == "__main__":

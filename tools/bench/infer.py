@@ -6,7 +6,13 @@ the inference branch selected) — on one fixed 1x3x640x640 input: ``--warmup`` 
 ``--runs`` timed forwards under ``torch.inference_mode``. Prints milliseconds and the unfused/fused ratio, and the
 largest difference between the two outputs (fusion must not change results beyond float rounding).
 
-Run by hand (not by tests): ``OMP_NUM_THREADS=1 uv run --no-sync python tools/bench/infer.py [--threads 1]``.
+``--vs-reference`` (issue 18) then runs the reference's ``forward`` workload (``../shared/refbench/run.sh
+forward``: eval-mode forward bs1 of its unfused model, median of 10 after 2 warm-ups) with the same family, size
+and thread count, and prints ours (unfused, the like-for-like pair, and fused, what ``predict`` runs) beside it
+with the ratio ours/reference (lower is better).
+
+Run by hand (not by tests): ``OMP_NUM_THREADS=1 uv run --no-sync python tools/bench/infer.py [--threads 1]
+[--vs-reference]``.
 """
 
 from __future__ import annotations
@@ -14,13 +20,18 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
 from lucid_core.models import build_model
 from lucid_core.predict import prepare_inference_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _reference import add_reference_flag, print_pair, run_reference
 
 
 def median_latency_ms(model: nn.Module, x: Tensor, warmup: int, runs: int) -> float:
@@ -48,6 +59,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    add_reference_flag(parser)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -71,6 +83,12 @@ def main() -> None:
         with torch.inference_mode():
             diff = (first_tensor(unfused(x)) - first_tensor(fused(x))).abs().max().item()
         print(f"{family + 'n':<10} {base:>11.1f} {fast:>9.1f} {base / fast:>6.2f} {diff:>11.2e}")
+        if args.vs_reference:
+            ref = run_reference(
+                "forward", "--family", f"{family}n", "--imgsz", args.imgsz, threads=torch.get_num_threads()
+            )
+            print_pair(f"forward {family}n@{args.imgsz} unfused", base, ref, "ms")
+            print_pair(f"forward {family}n@{args.imgsz} fused", fast, ref, "ms")
 
 
 if __name__ == "__main__":

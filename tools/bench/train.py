@@ -15,12 +15,24 @@ inference image).
 
 Run by hand (not by tests): ``uv run --no-sync python tools/bench/train.py [--threads 2] [--sizes 320 640]
 [--optimizer MuSGD|SGD|AdamW]`` (default MuSGD, what ``optimizer=auto`` picks for a full-length yolo26 run).
+
+``--step`` (issue 18) times instead the bare CPU training step the reference's ``train_step`` workload times, on
+the same inputs: per family (``--families``, default yolo26 yolo11; scale n, detect, 80 classes) a fixed random
+batch of ``--batch`` images at ``--sizes``, 7 boxes per image (the workload's generator recipe), then forward,
+our objective, backward and SGD nesterov (lr 0.01, momentum 0.937), the median of ``--steps`` steps excluding the
+first. ``--profile`` splits the median into forward / loss / backward / optimizer and adds the EMA update the
+real step also pays; ``--compile`` and ``--channels-last`` time those variants beside eager, with the first
+step's loss of each variant relative to eager. ``--vs-reference`` then runs
+``../shared/refbench/run.sh train_step`` with the same family, batch, size, steps and ``--threads`` and prints
+both figures and the ratio ours/reference of the step time (lower is better):
+``uv run --no-sync python tools/bench/train.py --step --threads 2 --sizes 640 --vs-reference``.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +40,11 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _reference import add_reference_flag, print_pair, run_reference
+
+REFERENCE_BOXES_PER_IMAGE = 7  # ../shared/refbench/README.md, train_step
 
 
 class BatchClock(pl.Callback):
@@ -105,6 +122,123 @@ def forward_images_per_second(model: torch.nn.Module, imgsz: int, batch: int, ru
     return batch / statistics.median(times)
 
 
+def reference_batch(batch: int, imgsz: int, num_classes: int = 80) -> dict[str, torch.Tensor]:
+    """The train_step workload's fixed batch recipe (README): uniform images, 7 boxes per image with centres in
+    [0.2, 0.8] and sizes in [0.05, 0.35] (normalised), random classes; generator seed 0."""
+    g = torch.Generator().manual_seed(0)
+    n = batch * REFERENCE_BOXES_PER_IMAGE
+    images = torch.rand(batch, 3, imgsz, imgsz, generator=g)
+    return {
+        "images": images,
+        "batch_idx": torch.arange(batch).repeat_interleave(REFERENCE_BOXES_PER_IMAGE).float(),
+        "cls": torch.randint(0, num_classes, (n, 1), generator=g).float(),
+        "bboxes": torch.cat(
+            [torch.rand(n, 2, generator=g) * 0.6 + 0.2, torch.rand(n, 2, generator=g) * 0.3 + 0.05], 1
+        ),
+    }
+
+
+def core_step(
+    family: str,
+    batch: int,
+    imgsz: int,
+    steps: int,
+    *,
+    compile_network: bool = False,
+    channels_last: bool = False,
+    profile: bool = False,
+) -> tuple[float, float, dict[str, float]]:
+    """Median seconds of one training step (first excluded), the first step's loss, and per-stage medians."""
+    from lucid_core.loss import build_objective
+    from lucid_core.models import build_model
+    from lucid_core.optim import ModelEMA
+
+    torch.manual_seed(0)
+    model = build_model(family, "detect", "n", num_classes=80).train()
+    objective = build_objective(model)
+    data = reference_batch(batch, imgsz)
+    images = data["images"]
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        images = images.contiguous(memory_format=torch.channels_last)
+    network: Any = torch.compile(model) if compile_network else model
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.937, nesterov=True)
+    ema = ModelEMA(model) if profile else None
+    times: list[float] = []
+    stages: dict[str, list[float]] = {k: [] for k in ("forward", "loss", "backward", "optimizer", "ema")}
+    first_loss = float("nan")
+    for step in range(steps):
+        t0 = time.perf_counter()
+        output = network(images)
+        t1 = time.perf_counter()
+        total, _ = objective(output, data)
+        t2 = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        t3 = time.perf_counter()
+        optimizer.step()
+        t4 = time.perf_counter()
+        if ema is not None:
+            ema.update(model)
+        t5 = time.perf_counter()
+        if step == 0:
+            first_loss = float(total.detach())
+        else:
+            times.append(t4 - t0)
+            for key, dt in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+                stages[key].append(dt)
+    medians = {k: statistics.median(v) for k, v in stages.items() if v and (k != "ema" or profile)}
+    return statistics.median(times), first_loss, medians
+
+
+def step_main(args: argparse.Namespace) -> None:
+    variants = [("eager", False, False)]
+    if args.channels_last:
+        variants.append(("channels_last", False, True))
+    if args.compile:
+        variants.append(("compile", True, False))
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), detect 80 classes, batch {args.batch}, "
+        f"{REFERENCE_BOXES_PER_IMAGE} boxes/image, SGD nesterov, median of {args.steps - 1} steps (first excluded)"
+    )
+    for family in args.families:
+        for imgsz in args.sizes:
+            eager_loss = None
+            ours = {}
+            for name, compiled, channels_last in variants:
+                seconds, loss, stages = core_step(
+                    family,
+                    args.batch,
+                    imgsz,
+                    args.steps,
+                    compile_network=compiled,
+                    channels_last=channels_last,
+                    profile=args.profile,
+                )
+                eager_loss = loss if eager_loss is None else eager_loss
+                ours[name] = seconds
+                split = "  ".join(f"{k} {1e3 * v:.0f} ms" for k, v in stages.items()) if args.profile else ""
+                print(
+                    f"{family}n bs{args.batch}@{imgsz} {name:13s} {seconds:.3f} s/step  first loss {loss:.6f} "
+                    f"(rel. to eager {abs(loss - eager_loss) / max(abs(eager_loss), 1e-12):.1e})  {split}"
+                )
+            if args.vs_reference:
+                ref = run_reference(
+                    "train_step",
+                    "--family",
+                    f"{family}n",
+                    "--batch",
+                    args.batch,
+                    "--imgsz",
+                    imgsz,
+                    "--steps",
+                    args.steps,
+                    threads=torch.get_num_threads(),
+                )
+                for name, seconds in ours.items():
+                    print_pair(f"train_step {family}n bs{args.batch}@{imgsz} {name}", seconds, ref, "s/step")
+
+
 def main() -> None:
     import logging
     import warnings
@@ -120,7 +254,26 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--optimizer", choices=("SGD", "MuSGD", "AdamW"), default="MuSGD")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument(
+        "--step", action="store_true", help="the bare step of the reference's train_step workload"
+    )
+    parser.add_argument(
+        "--families", nargs="+", default=["yolo26", "yolo11"], help="--step: families (scale n)"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="--step: forward/loss/backward/optimizer/EMA split"
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="--step: also time torch.compile of the network"
+    )
+    parser.add_argument("--channels-last", action="store_true", help="--step: also time channels_last")
+    add_reference_flag(parser)
     args = parser.parse_args()
+    if args.step:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        step_main(args)
+        return
     if args.steps < args.warmup + 2:
         parser.error("--steps must exceed --warmup by at least 2")
     if args.threads:

@@ -1,0 +1,80 @@
+"""Benchmark: latency of the plain ``predict(model, image)`` call on one image file, CPU (issue 18).
+
+For each family (``--families``, default yolo26 yolo11; scale n, detect, 80 classes, random initialisation) the
+same protocol as the reference's ``predict`` workload (``../shared/refbench/README.md``): ``predict(model, path)``
+on ``--image`` (default ``../shared/data/images/bus.jpg``; decoded from the file on every call) at ``--imgsz``,
+3 untimed calls, then the median of ``--runs`` (20). The first call prepares (BN-folds) a copy of the model, which
+later calls reuse until the weights change (``lucid_core.predict.cached_inference_model``). ``--vs-reference``
+then runs ``run.sh predict`` with the same image, family, size and ``--threads`` and prints both latencies and
+the ratio ours/reference (lower is better; issue 18 asks for ≤ 0.8).
+
+Run by hand (not by tests):
+``uv run --no-sync python tools/bench/predict.py [--threads 2] [--vs-reference]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _reference import SHARED_DIR, add_reference_flag, print_pair, run_reference
+
+
+def predict_latency_ms(family: str, image: Path, imgsz: int, warmup: int, runs: int) -> float:
+    from lucid_core.models import build_model
+    from lucid_core.predict import predict
+
+    torch.manual_seed(0)
+    model = build_model(family, "detect", "n", num_classes=80).eval()
+    for _ in range(warmup):
+        predict(model, str(image), imgsz=imgsz)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        predict(model, str(image), imgsz=imgsz)
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--families", nargs="+", default=["yolo26", "yolo11"])
+    parser.add_argument("--image", type=Path, default=SHARED_DIR / "data" / "images" / "bus.jpg")
+    parser.add_argument("--imgsz", type=int, default=640)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (and the reference's)")
+    add_reference_flag(parser)
+    args = parser.parse_args()
+    if not args.image.is_file():
+        print(f"predict: image {args.image} not found (pass --image or provide ../shared); nothing timed")
+        return
+    torch.set_num_threads(args.threads)
+    print(
+        f"torch {torch.__version__}, {args.threads} thread(s), predict(model, {args.image.name}) at {args.imgsz}"
+    )
+    for family in args.families:
+        ours = predict_latency_ms(family, args.image, args.imgsz, args.warmup, args.runs)
+        print(f"predict {family}n@{args.imgsz}: {ours:.1f} ms (median of {args.runs})")
+        if args.vs_reference:
+            ref = run_reference(
+                "predict",
+                "--image",
+                args.image,
+                "--family",
+                f"{family}n",
+                "--imgsz",
+                args.imgsz,
+                threads=args.threads,
+            )
+            print_pair(f"predict {family}n@{args.imgsz}", ours, ref, "ms")
+
+
+if __name__ == "__main__":
+    main()
