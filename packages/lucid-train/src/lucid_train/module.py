@@ -125,6 +125,8 @@ class YOLOLitModule(pl.LightningModule):
             (default; for yolo26 the one-to-many branch + multi-label NMS, the reference's validation) or
             ``"topk"`` (yolo26's NMS-free one-to-one branch). An end-to-end model is scored on both every epoch;
             the other path is logged as ``metrics/e2e/*`` (top-k) or ``metrics/nms/*`` (NMS).
+        compile: ``torch.compile`` the network for the training forward (issue 18; the objective stays eager).
+        channels_last: train the network in channels-last (NHWC) memory format (issue 18).
     """
 
     def __init__(
@@ -145,6 +147,8 @@ class YOLOLitModule(pl.LightningModule):
         max_det: int = 300,
         val_decode: str = "nms",
         task_options: dict[str, Any] | None = None,
+        compile: bool = False,
+        channels_last: bool = False,
     ) -> None:
         super().__init__()
         from lucid_core.tasks import TASKS
@@ -177,8 +181,14 @@ class YOLOLitModule(pl.LightningModule):
                 f"'topk' (yolo26's one-to-one branch), got {val_decode!r}"
             )
         self.val_decode = val_decode
-        #: the decode path of predict_step: None = the family default (yolo26 one-to-one top-k, others NMS).
+        #: the decode path of predict_step: None = NMS (yolo26: one-to-many + NMS, the reference default).
         self.decode: str | None = None
+        #: issue 18 CPU/GPU step options (``--model.compile``, ``--model.channels_last``; default off): see
+        #: :meth:`prepare_fast_paths`.
+        self.compile_network = bool(compile)
+        self.channels_last = bool(channels_last)
+        # the compiled network is kept out of the module tree (no duplicate state_dict keys)
+        self.__dict__["_compiled_network"] = None
 
         self.model = self._build_model(weights)
         if val_decode == "topk" and not getattr(self.model, "end2end", False):
@@ -409,6 +419,27 @@ class YOLOLitModule(pl.LightningModule):
             keep_batchnorm_float32(self.model)
             keep_batchnorm_float32(self.ema_model)
         self._accel = attach_accel(self, self.accel)
+        self.prepare_fast_paths()
+
+    def prepare_fast_paths(self) -> None:
+        """``channels_last``: the network's 4-D weights (and the training inputs) in NHWC memory format;
+        ``compile``: the training forward through ``torch.compile`` of the network (the objective, optimizer and
+        EMA stay eager). Both compute the same losses as eager up to float rounding (tested to 1e-5 relative,
+        ``tests/train/test_train_compile.py``). Compilation is skipped, with a note, when a lucid-accel session
+        drives the forward."""
+        if self.channels_last:
+            self.model.to(memory_format=torch.channels_last)
+        if self.compile_network and self.__dict__.get("_compiled_network") is None:
+            if self._accel is not None:
+                rank_zero_info("lucid-train: --model.compile ignored: a --accel.* session drives the forward")
+            else:
+                self.__dict__["_compiled_network"] = torch.compile(self.model)
+
+    def _train_forward(self, images: Tensor) -> Any:
+        if self.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        compiled = self.__dict__.get("_compiled_network")
+        return compiled(images) if compiled is not None else train_forward(self, images)
 
     def _expect_ema_eval_mode_notice(self) -> None:
         """Silence Lightning's fit-start "module(s) in eval mode" notice for exactly the EMA copy's modules.
@@ -445,7 +476,7 @@ class YOLOLitModule(pl.LightningModule):
         epoch = int(self.current_epoch)
         iteration = batch_idx + nb * epoch
 
-        output = train_forward(self, self._images(batch))
+        output = self._train_forward(self._images(batch))
         with torch.autocast(device_type=self.device.type, enabled=False):
             total, items = self.criterion(float32_output(output), batch)
         items = items.detach().float()
@@ -650,8 +681,8 @@ class YOLOLitModule(pl.LightningModule):
         """Detections of one batch (``batch["images"]``, uint8 or float) in network-input pixels, on the CPU.
 
         The EMA model in eval mode, decoded as ``lucid-predict`` decodes (``lucid_core.decode.postprocess`` with
-        the predict defaults conf 0.25, iou 0.7 and ``max_det``; ``decode`` None = the family default, yolo26
-        one-to-one top-k, others NMS). Needs no ground truth: any image batch can be predicted.
+        the predict defaults conf 0.25, iou 0.7 and ``max_det``; ``decode`` None = NMS for every family (yolo26
+        one-to-many + NMS, the reference default). Needs no ground truth: any image batch can be predicted.
         """
         from lucid_core.decode.postprocess import DEFAULT_IOU, PREDICT_CONF, postprocess
         from lucid_train.eval.runner import _BranchSelector, decode_paths
