@@ -63,7 +63,7 @@ def test_predict_maps_boxes_back_to_original_pixels() -> None:
 @pytest.mark.shared
 def test_predict_on_bus_returns_boxes_inside_the_image(yolo26n: YOLOModel, shared_dir: Path) -> None:
     path = shared_dir / "data" / "images" / "bus.jpg"
-    (det,) = predict(yolo26n, path, imgsz=IMGSZ)
+    (det,) = predict(yolo26n, path, imgsz=IMGSZ, decode="topk")
     h0, w0 = load_image_rgb(path).shape[1:]
     assert 0 < len(det) <= 300
     b = det.boxes
@@ -71,8 +71,8 @@ def test_predict_on_bus_returns_boxes_inside_the_image(yolo26n: YOLOModel, share
     assert bool((b[:, 2] >= b[:, 0]).all() and (b[:, 3] >= b[:, 1]).all())
     assert bool((det.scores > 0.25).all()) and bool((det.scores[:-1] >= det.scores[1:]).all())
     # same result as the explicit pipeline: letterbox -> fused net -> postprocess -> scale back
-    net, mode = prepare_inference_model(yolo26n)
-    assert mode == "topk"
+    net, mode = prepare_inference_model(yolo26n, decode="topk")
+    assert mode == "topk" and prepare_inference_model(yolo26n)[1] == "nms"  # the reference's default
     padded, info = letterbox(load_image_rgb(path), IMGSZ, auto=True)
     with torch.no_grad():
         out = net(padded[None].float() / 255)

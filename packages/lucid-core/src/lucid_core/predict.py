@@ -134,7 +134,9 @@ def prepare_inference_model(
     """Eval-mode, BN-folded copy of ``model`` on ``device`` with the head branch matching ``decode``."""
     if decode not in (None, "nms", "topk"):
         raise ValueError(f"decode must be None, 'nms' or 'topk', got {decode!r}")
-    mode: Literal["nms", "topk"] = decode if decode is not None else ("topk" if model.end2end else "nms")
+    # Default: NMS for every family. For YOLO26 that is the one-to-many branch + NMS, what the reference's plain
+    # predict uses (fixture README "import_yolo26n-seg-shapes.pt", decode branch); "topk" = its NMS-free branch.
+    mode: Literal["nms", "topk"] = decode if decode is not None else "nms"
     prepared = copy.deepcopy(model)
     if device is not None:
         prepared.to(device)
@@ -217,7 +219,8 @@ def predict(
 
     ``model_or_path``: a :class:`YOLOModel` (left untouched: a fused copy is used) or a checkpoint path
     (see :mod:`lucid_core.checkpoint`). ``images``: one image or a list (paths, PIL images, HWC uint8 RGB arrays,
-    CHW uint8 tensors, or a BCHW uint8 tensor). ``decode``: ``None`` (family default), ``"topk"`` or ``"nms"``.
+    CHW uint8 tensors, or a BCHW uint8 tensor). ``decode``: ``None`` = ``"nms"`` (for YOLO26 its one-to-many branch + NMS, the reference's default), or ``"topk"``
+    (YOLO26's NMS-free one-to-one branch).
     ``retina_masks``: segment masks computed at the original resolution (the reference's ``retina_masks=True``)
     instead of at the input size and then resized (fixture README "import_yolo26n-seg-shapes.pt").
     """

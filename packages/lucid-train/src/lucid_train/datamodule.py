@@ -87,7 +87,7 @@ def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None, task: str
     if task != "detect":  # the detect cache keeps its historical digest
         key["task"] = task
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
-    tag = SHAPES_TAG if task == "detect" else f"shapes-{task}-v1"
+    tag = SHAPES_TAG if task == "detect" else f"shapes-{task}-v2"  # v2: obb shapes squashed (readable angle)
     target = base / f"{tag}-{digest}"
     marker = target / "lucid-synth.json"
     if marker.is_file():

@@ -44,7 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--iou", type=float, default=0.7)
     p.add_argument("--max-det", type=int, default=300)
     p.add_argument(
-        "--decode", choices=("topk", "nms", "both"), default=None, help="default: the family's own"
+        "--decode",
+        choices=("topk", "nms", "both"),
+        default=None,
+        help="default: nms (YOLO26: one-to-many + NMS, as the reference)",
     )
     p.add_argument("--backend", choices=BACKENDS, default="lucid")
     p.add_argument("--device", default="cpu")
@@ -71,20 +74,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _kpt_sigmas_from_yaml(data: Path) -> list[float] | None:
-    """The optional ``kpt_sigmas`` list of a YOLO data YAML (per-keypoint OKS sigmas)."""
-    if data.suffix not in (".yaml", ".yml") or not data.is_file():
+def _pose_kpt_sigmas(model: Any, source: Any, data: Path) -> list[float] | None:
+    """The OKS sigmas the keypoint metric uses — the same as the pose loss (``resolve_keypoint_sigmas``): the
+    dataset's own ``kpt_sigmas`` (read and validated with the data YAML), else COCO's for (17, 3), else 1/K
+    (fixture README "pose_loss_*.pt", step 5). None for other tasks."""
+    if getattr(model, "task", None) != "pose":
         return None
-    import yaml
+    from lucid_core.loss.terms.pose import resolve_keypoint_sigmas
 
-    raw = yaml.safe_load(data.read_text(encoding="utf-8")) or {}
-    sigmas = raw.get("kpt_sigmas") if isinstance(raw, dict) else None
-    if sigmas is None:
-        return None
+    kpt_shape = getattr(model, "kpt_shape", None) or getattr(source, "kpt_shape", None) or (17, 3)
     try:
-        return [float(s) for s in sigmas]
-    except (TypeError, ValueError) as exc:
-        raise EvalInputError(f"{data}: kpt_sigmas must be a list of numbers, got {sigmas!r}") from exc
+        return [float(v) for v in resolve_keypoint_sigmas(kpt_shape, getattr(source, "kpt_sigmas", None))]
+    except ValueError as exc:
+        raise EvalInputError(f"--data {data}: {exc}") from exc
 
 
 def check_images(source: Any) -> None:
@@ -140,7 +142,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise EvalInputError(f"--data {data} (split {args.split!r}): {exc}") from exc
     check_images(source)
     check_classes(checkpoint.names, model.num_classes, source, str(args.weights))
-    kpt_sigmas = _kpt_sigmas_from_yaml(data)
+    kpt_sigmas = _pose_kpt_sigmas(model, source, data)
     gt = ground_truth_for_path(data, args.split, source, model.task)
     imgsz = int(args.imgsz or checkpoint.imgsz)
 

@@ -38,19 +38,20 @@ TASK_IOU_TYPES: dict[str, tuple[str, ...]] = {name: spec.iou_types for name, spe
 
 
 def decode_paths(model: nn.Module, decode: str | None) -> list[str]:
-    """Decode paths to score: None = the family default (end-to-end: ``topk``; others: ``nms``).
+    """Decode paths to score: None = ``nms`` for every family (for YOLO26 the one-to-many branch + NMS, the
+    reference's default standalone validation; issue 12).
 
-    ``"both"`` (end-to-end models only) scores ``topk`` first (the primary result) and then ``nms``.
+    ``"both"`` (end-to-end models only) scores ``nms`` first (the primary result) and then ``topk``.
     """
     end2end = bool(getattr(model, "end2end", False))
     if decode is None:
-        return ["topk" if end2end else "nms"]
+        return ["nms"]
     if decode not in DECODE_CHOICES:
         raise ValueError(f"decode must be None or one of {DECODE_CHOICES}, got {decode!r}")
     if decode == "both":
         if not end2end:
             raise ValueError("decode='both' needs an end-to-end model (yolo26): it has one decode path only")
-        return ["topk", "nms"]
+        return ["nms", "topk"]
     return [decode]
 
 
@@ -238,7 +239,7 @@ def evaluate_model(
     """COCO-protocol scores of `model` on a split (see the module docstring for the exact pipeline).
 
     ``source_or_dataset``: a ``lucid_data.DetectionDataset`` (its ``imgsz`` wins), a ``DatasetSource``, or a path
-    ``lucid_data.readers.load_dataset`` reads (its ``val`` split). ``decode``: None (family default), ``"topk"``,
+    ``lucid_data.readers.load_dataset`` reads (its ``val`` split). ``decode``: None (NMS; yolo26 one-to-many + NMS), ``"topk"``,
     ``"nms"`` or ``"both"`` (yolo26: the result is the top-k one, the NMS one is in ``other_decodes["nms"]``).
     The model's train/eval mode and decode branch are restored afterwards.
     """
