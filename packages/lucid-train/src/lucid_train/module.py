@@ -251,6 +251,7 @@ class YOLOLitModule(pl.LightningModule):
                 )
             except (CheckpointError, CheckpointImportError, RefusedGlobalError, FileNotFoundError) as exc:
                 raise TrainingSetupError(f"model.weights {weights}: {exc}") from exc
+            self._refuse_other_keypoint_layout(weights, start.source_config)
             config = start.model.config
             for name in ("family", "scale"):
                 value = getattr(config, name)
@@ -273,6 +274,22 @@ class YOLOLitModule(pl.LightningModule):
             num_classes=self.num_classes,
             **model_options,
         )
+
+    def _refuse_other_keypoint_layout(self, weights: str, source_config: dict[str, Any]) -> None:
+        """Pose weights fine-tune only onto the same ``kpt_shape`` (issue 16, "Fine-tuning": the head is
+        re-initialised only where the class count differs; a keypoint layout that differs is an error)."""
+        stored = source_config.get("kpt_shape")
+        wanted = self.task_options.get("kpt_shape")
+        if self.task != "pose" or source_config.get("task") != "pose" or not stored or not wanted:
+            return
+        stored_shape, wanted_shape = [int(v) for v in stored], [int(v) for v in wanted]
+        if stored_shape != wanted_shape:
+            raise TrainingSetupError(
+                f"model.weights {weights}: the weights are a pose model with kpt_shape {stored_shape} but the "
+                f"dataset's kpt_shape is {wanted_shape}; fine-tuning keeps the keypoint head, so it needs a "
+                f"dataset with the same keypoints ({stored_shape[0]} keypoints of {stored_shape[1]} values). "
+                "Train from scratch (omit --model.weights) for another keypoint layout."
+            )
 
     def objective_options(self) -> dict[str, Any]:
         """Task options that reach the objective (``sigmas`` for pose, ``overlap_mask`` for segment)."""
