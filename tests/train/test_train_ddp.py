@@ -62,21 +62,28 @@ SCRIPT = textwrap.dedent(
     if __name__ == "__main__":
         torch.set_num_threads(1)
         pl.seed_everything(0, verbose=False)
-        data = tiny_data(Path({yaml!r}), batch_size=4)
-        module = tiny_module(data)
+        data = tiny_data(Path({yaml!r}), batch_size=4, task={task!r})
+        module = tiny_module(data, task={task!r}, task_options=data.task_options)
         trainer = tiny_trainer(out, max_epochs=1, callbacks=[Record()], strategy="ddp_spawn", devices=2,
                                limit_train_batches=1, limit_val_batches=0)
+        if {task!r} == "segment":  # the segment objective ran on both ranks: its loss names were logged
+            assert module.loss_names == ["box_loss", "seg_loss", "cls_loss", "l1_loss", "sem_loss"]
         trainer.fit(module, datamodule=data)
     """
 )
 
 
 @pytest.mark.slow
-def test_ddp_two_gloo_processes_share_the_shuffle_and_differ_in_augmentation(tmp_path: Path) -> None:
-    yaml_path = make_shapes(tmp_path / "shapes", n_train=16, n_val=2)
+@pytest.mark.parametrize("task", ["detect", "segment"])
+def test_ddp_two_gloo_processes_share_the_shuffle_and_differ_in_augmentation(
+    task: str, tmp_path: Path
+) -> None:
+    from lucid_data.synth import synthesize
+
+    yaml_path = synthesize(task, tmp_path / "shapes", n_train=16, n_val=2, imgsz=64, seed=0)
     script = tmp_path / "ddp_run.py"
     script.write_text(
-        SCRIPT.format(tests_dir=str(Path(__file__).parent), out=str(tmp_path), yaml=str(yaml_path))
+        SCRIPT.format(tests_dir=str(Path(__file__).parent), out=str(tmp_path), yaml=str(yaml_path), task=task)
     )
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -14,23 +14,27 @@ from pathlib import Path
 import lightning.pytorch as pl
 import pytest
 import torch
-from lucid_train_testing import TINY_IMGSZ, make_shapes, tiny_data, tiny_module, tiny_trainer
+from lucid_train_testing import TINY_IMGSZ, tiny_data, tiny_module, tiny_trainer
 
 from lucid_train.recipe import OptimizerConfig
 
 
 @pytest.mark.slow
-def test_lucid_eval_reproduces_the_validation_map_logged_by_training(tmp_path: Path) -> None:
-    yaml_path = make_shapes(tmp_path / "shapes", n_train=16, n_val=8)
+@pytest.mark.parametrize("task", ["detect", "segment"])
+def test_lucid_eval_reproduces_the_validation_map_logged_by_training(task: str, tmp_path: Path) -> None:
+    from lucid_core.tasks import TASKS, metric_key
+    from lucid_data.synth import synthesize
+
+    yaml_path = Path(synthesize(task, tmp_path / "shapes", n_train=16, n_val=8, imgsz=TINY_IMGSZ, seed=0))
     torch.set_num_threads(1)
     pl.seed_everything(0, verbose=False)
     batch_size = 8
-    data = tiny_data(yaml_path, batch_size=batch_size)
+    data = tiny_data(yaml_path, batch_size=batch_size, task=task)
     # a short run that already detects something: AdamW at a high rate, nominal batch = batch (a step per batch)
     optimizer = OptimizerConfig(
         name="AdamW", lr0=0.005, nominal_batch=batch_size, warmup_epochs=0.0, warmup_min_iters=4
     )
-    module = tiny_module(data, optimizer=optimizer)
+    module = tiny_module(data, optimizer=optimizer, task=task, task_options=data.task_options)
     run_dir = tmp_path / "run"
     trainer = tiny_trainer(run_dir, max_epochs=4)
     trainer.fit(module, datamodule=data)
@@ -55,14 +59,16 @@ def test_lucid_eval_reproduces_the_validation_map_logged_by_training(tmp_path: P
             "--imgsz",
             str(TINY_IMGSZ),
             "--batch",
-            str(batch_size),
+            str(2 * batch_size),  # in-training validation: rect batches of twice the training batch
             "--output",
             str(report_path),
         ]
     )
     assert status == 0
     report = json.loads(report_path.read_text())
-    scored = report["iou_types"]["bbox"]
     assert report["num_images"] == 8
-    assert scored["mAP50-95"] == pytest.approx(float(logged["metrics/mAP50-95"]), rel=0, abs=1e-12)
-    assert scored["mAP50"] == pytest.approx(float(logged["metrics/mAP50"]), rel=0, abs=1e-12)
+    for iou_type in TASKS[task].iou_types:  # box, and mask for segment
+        scored = report["iou_types"][iou_type]
+        for name in ("mAP50-95", "mAP50"):
+            logged_value = float(logged[metric_key(iou_type, name)])
+            assert scored[name] == pytest.approx(logged_value, rel=0, abs=1e-12), (iou_type, name)

@@ -39,7 +39,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default=None, help="dataset: YOLO data YAML, COCO JSON / folder, DOTA folder")
     p.add_argument("--split", default="val")
     p.add_argument("--imgsz", type=int, default=None, help="network input size (default: the checkpoint's)")
-    p.add_argument("--batch", type=int, default=16)
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=16,
+        help="images per rectangular batch (default 16; in-training validation uses twice the training batch)",
+    )
+    p.add_argument(
+        "--square",
+        action="store_true",
+        help="letterbox every image to the square --imgsz instead of the reference's rectangular batches",
+    )
     p.add_argument("--conf", type=float, default=0.001)
     p.add_argument("--iou", type=float, default=0.7)
     p.add_argument("--max-det", type=int, default=300)
@@ -152,6 +162,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         source,
         imgsz=imgsz,
         batch_size=args.batch,
+        rect=not args.square,
         conf=args.conf,
         iou=args.iou,
         max_det=args.max_det,

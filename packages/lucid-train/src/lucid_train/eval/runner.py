@@ -235,13 +235,20 @@ def evaluate_model(
     workers: int = 0,
     ground_truth: CocoGroundTruth | None = None,
     kpt_sigmas: Sequence[float] | None = None,
+    rect: bool = True,
+    multi_label: bool = True,
 ) -> EvalResult:
     """COCO-protocol scores of `model` on a split (see the module docstring for the exact pipeline).
 
     ``source_or_dataset``: a ``lucid_data.DetectionDataset`` (its ``imgsz`` wins), a ``DatasetSource``, or a path
-    ``lucid_data.readers.load_dataset`` reads (its ``val`` split). ``decode``: None (NMS; yolo26 one-to-many + NMS), ``"topk"``,
-    ``"nms"`` or ``"both"`` (yolo26: the result is the top-k one, the NMS one is in ``other_decodes["nms"]``).
-    The model's train/eval mode and decode branch are restored afterwards.
+    ``lucid_data.readers.load_dataset`` reads (its ``val`` split). ``decode``: None (NMS; yolo26 one-to-many +
+    NMS), ``"topk"``, ``"nms"`` or ``"both"`` (the result is the NMS one, the top-k one is in
+    ``other_decodes["topk"]``). ``rect``: rectangular, aspect-sorted batches of ``batch_size`` letterboxed to
+    their own stride-aligned shape (``pad = 0.5`` stride) — the reference's validation protocol and exactly what
+    in-training validation does, so a checkpoint scored here reproduces the mAP its training logged (with the
+    same batch size); ``False`` letterboxes every image to the square ``imgsz``. ``multi_label``: NMS may keep a
+    box for several classes, as the reference validator (and in-training validation) does. The model's
+    train/eval mode and decode branch are restored afterwards.
     """
     from torch.utils.data import DataLoader
 
@@ -279,10 +286,20 @@ def evaluate_model(
         iou_types=iou_types,
         backend=backend,
         kpt_sigmas=kpt_sigmas,
+        multi_label=multi_label,
     )
-    loader = DataLoader(
-        dataset, batch_size=batch_size, shuffle=False, num_workers=workers, collate_fn=collate
-    )
+    if rect:
+        from lucid_data.rect import RectBatchSampler
+
+        stride = max(int(s) for s in getattr(model, "strides", (32,)))
+        batches = dataset.use_rect_batches(batch_size, stride=stride, pad=0.5)
+        loader = DataLoader(
+            dataset, batch_sampler=RectBatchSampler(batches), num_workers=workers, collate_fn=collate
+        )
+    else:
+        loader = DataLoader(
+            dataset, batch_size=batch_size, shuffle=False, num_workers=workers, collate_fn=collate
+        )
     tic = time.perf_counter()
     for batch in loader:
         scorer.update(model, batch)
