@@ -205,7 +205,15 @@ def train_and_score(
     class ScoreEachEpoch(pl.Callback):
         def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
             result = evaluate_model(
-                pl_module.ema_model, datamodule.val_source(), imgsz=score_imgsz, decode=decode, batch_size=32
+                pl_module.ema_model,
+                datamodule.val_source(),
+                imgsz=score_imgsz,
+                decode=decode,
+                batch_size=32,
+                # the reference's curve was scored by lucid-eval's earlier default: square letterbox, one label
+                # per box; score ours the same way so the two curves are comparable
+                rect=False,
+                multi_label=False,
             )
             pl_module.close_epoch()  # idempotent per epoch: the epoch's mean loss items (train_epoch_items)
             row = {
