@@ -17,9 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from notebook_runner import REPO, NotebookFailed, execute_notebook, notebook_sources
+from PIL import Image
 
 SOURCES = notebook_sources()
 EXPECTED = {"demo_detect", "demo_segment", "demo_pose", "demo_obb", "development_gates"}

@@ -9,7 +9,6 @@ import torch
 from lucid_train_testing import make_shapes
 
 from lucid_train.cli import build_cli, main
-from lucid_train.errors import TrainingSetupError
 
 
 @pytest.fixture(scope="module")

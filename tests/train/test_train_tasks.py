@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from lucid_train_testing import TINY_IMGSZ, recorded_losses, state_hash, tiny_trainer
 
 from lucid_core.tasks import TASKS
-from lucid_train_testing import TINY_IMGSZ, recorded_losses, state_hash, tiny_trainer
 
 FAST_FAMILY = "yolo26"
 
@@ -78,5 +78,5 @@ def test_a_task_model_refuses_a_dataset_of_another_task(tmp_path: Path) -> None:
     from lucid_train.errors import TrainingSetupError
 
     yaml_path = synthesize("detect", tmp_path / "data", n_train=2, n_val=1, imgsz=TINY_IMGSZ, seed=0)
-    with pytest.raises(TrainingSetupError, match="'detect' dataset but --model.task is 'segment'"):
+    with pytest.raises(TrainingSetupError, match=r"'detect' dataset but --model\.task is 'segment'"):
         YOLODataModule(root=str(yaml_path), imgsz=TINY_IMGSZ, batch_size=2, workers=0, task="segment")
