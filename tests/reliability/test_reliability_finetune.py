@@ -1,7 +1,7 @@
 """Fine-tuning from ``--model.weights`` (issue 13): training mode, head re-initialisation, a few real steps.
 
 The shared test fine-tunes from every checkpoint listed in ``../shared/weights/checkpoints.json`` on synthetic
-data of the checkpoint's own task; tasks whose training is not wired up yet are skipped with the module's reason.
+data of the checkpoint's own task (pose: ../shared/data/coco8-pose, which has the checkpoint's 17 keypoints).
 """
 
 from __future__ import annotations
@@ -41,34 +41,27 @@ def _fine_tune(
 ) -> tuple[Any, dict[str, Any], list[float]]:
     """A tiny fit (one epoch of 2 batches) of ``task`` synthetic data from ``weights``: (module, before, losses)."""
     from lucid_data.synth import synthesize
-    from lucid_train.errors import TrainingSetupError
     from lucid_train.module import DetectionLitModule
 
-    data_yaml = synthesize(
-        task, tmp_path / "data", n_train=4, n_val=2, imgsz=TINY_IMGSZ, num_classes=num_classes
-    )
-    try:
-        # what lucid-train links: --model.task -> --data.task, the data's task options -> the model
-        task_kwargs = {"task": task} if task != "detect" else {}
-        data = tiny_data(Path(data_yaml), batch_size=2, **task_kwargs)
-        if task != "detect":
-            task_kwargs["task_options"] = dict(data.task_options)
-        module = DetectionLitModule(
-            num_classes=data.num_classes,
-            names=data.names,
-            imgsz=data.imgsz,
-            weights=str(weights),
-            **task_kwargs,
+    if task == "pose":
+        # task-matched means the checkpoint's keypoint layout too (17 COCO keypoints): another layout is refused
+        data_yaml = SHARED_DIR / "data" / "coco8-pose" / "coco8-pose.yaml"
+    else:
+        data_yaml = synthesize(
+            task, tmp_path / "data", n_train=4, n_val=2, imgsz=TINY_IMGSZ, num_classes=num_classes
         )
-    except (
-        TrainingSetupError,
-        ImportError,
-        TypeError,
-        AttributeError,
-    ) as exc:  # task not wired into training yet
-        if task == "detect":
-            raise
-        pytest.skip(f"training of task {task!r} is not supported yet ({type(exc).__name__}: {exc})")
+    # what lucid-train links: --model.task -> --data.task, the data's task options -> the model
+    task_kwargs: dict[str, Any] = {"task": task} if task != "detect" else {}
+    data = tiny_data(Path(data_yaml), batch_size=2, **task_kwargs)
+    if task != "detect":
+        task_kwargs["task_options"] = dict(data.task_options)
+    module = DetectionLitModule(
+        num_classes=data.num_classes,
+        names=data.names,
+        imgsz=data.imgsz,
+        weights=str(weights),
+        **task_kwargs,
+    )
     assert module.model.training, "fine-tuning must start from a model in training mode"
     before = _parameters(module.model)
     trainer = tiny_trainer(tmp_path / "run", max_epochs=1)
