@@ -42,7 +42,7 @@ import lightning.pytorch as pl
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _reference import add_reference_flag, print_pair, run_reference
+from _reference import add_reference_flag, peak_rss_mib, print_pair, run_reference
 
 REFERENCE_BOXES_PER_IMAGE = 7  # ../shared/refbench/README.md, train_step
 
@@ -237,6 +237,8 @@ def step_main(args: argparse.Namespace) -> None:
                 )
                 for name, seconds in ours.items():
                     print_pair(f"train_step {family}n bs{args.batch}@{imgsz} {name}", seconds, ref, "s/step")
+    # the reference workloads print no memory figure (../shared/refbench/README.md): ours alone
+    print(f"peak RSS of this benchmark process (ours only): {peak_rss_mib():.0f} MiB")
 
 
 def main() -> None:

@@ -1,0 +1,85 @@
+"""Bounded memory (issue 18): with the RAM cache on and 2 DataLoader workers, resident memory stays flat over
+epochs (within 10 %) and the forked workers share the cache's arena instead of copying it.
+
+Every batch carries its worker's Rss and Private_Dirty (`/proc/self/smaps_rollup`, Linux `proc(5)`); the main
+process's Rss is read after each epoch. Workers are forked afresh every epoch (not persistent), as in training.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import cv2
+import pytest
+from torch.utils.data import DataLoader
+
+from lucid_data import collate
+from lucid_data.dataset import DetectionDataset, single_threaded_worker
+from lucid_data.synth import synthesize
+
+pytestmark = [pytest.mark.slow]
+
+EPOCHS = 3
+FLAT = 1.10
+
+
+def _memory_kib() -> dict[str, int]:
+    values = {}
+    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("Rss", "Private_Dirty"):
+            values[key] = int(rest.split()[0])
+    return values
+
+
+_AT_START: dict[str, int] = {}
+
+
+def _worker_init(worker_id: int) -> None:
+    single_threaded_worker(worker_id)
+    _AT_START.update(_memory_kib())  # before this worker reads a single cached pixel
+
+
+def _collate_with_memory(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    batch = collate(samples)
+    batch["worker_memory"] = (dict(_AT_START), _memory_kib())
+    return batch
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/smaps_rollup").exists(), reason="needs Linux /proc/self/smaps_rollup"
+)
+def test_rss_is_flat_over_epochs_and_workers_share_the_cache(tmp_path: Path) -> None:
+    # OpenCV's pthread pool is not fork-safe: a pool started in this process before the fork can leave the
+    # workers waiting on its lock, so the parent does its pixel work single-threaded (as a training process
+    # whose workers do the augmentation does)
+    cv2.setNumThreads(1)
+    data = synthesize("detect", tmp_path / "mem", n_train=128, n_val=1, imgsz=512, seed=11)
+    ds = DetectionDataset(data, imgsz=512, augment=True, cache="ram")
+    assert ds.cache is not None
+    arena_kib = ds.cache.arena.nbytes // 1024
+    main_rss, worker_rss, worker_private_growth = [], [], []
+    for epoch in range(EPOCHS + 1):  # epoch 0 warms up allocators and the targets cache
+        ds.set_epoch(epoch)
+        loader = DataLoader(
+            ds,
+            batch_size=8,
+            shuffle=True,
+            num_workers=2,
+            collate_fn=_collate_with_memory,
+            worker_init_fn=_worker_init,
+        )
+        last: list[tuple[dict[str, int], dict[str, int]]] = []
+        for batch in loader:
+            last.append(batch["worker_memory"])
+        del loader
+        if epoch == 0:
+            continue
+        main_rss.append(_memory_kib()["Rss"])
+        worker_rss.extend(end["Rss"] for _, end in last[-2:])
+        worker_private_growth.extend(end["Private_Dirty"] - start["Private_Dirty"] for start, end in last)
+    assert max(main_rss) <= FLAT * min(main_rss), main_rss
+    assert max(worker_rss) <= FLAT * min(worker_rss), worker_rss
+    # every worker read the whole arena (128 images, shuffled; 96 MiB) without a private copy, which alone would add the whole arena without making it private
+    assert max(worker_private_growth) < arena_kib, (worker_private_growth, arena_kib)
