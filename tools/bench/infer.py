@@ -9,7 +9,8 @@ largest difference between the two outputs (fusion must not change results beyon
 ``--vs-reference`` (issue 18) then runs the reference's ``forward`` workload (``../shared/refbench/run.sh
 forward``: eval-mode forward bs1 of its unfused model, median of 10 after 2 warm-ups) with the same family, size
 and thread count, and prints ours (unfused, the like-for-like pair, and fused, what ``predict`` runs) beside it
-with the ratio ours/reference (lower is better).
+with the ratio ours/reference (lower is better); the pair uses a default-initialised model like the reference's
+(the randomised BN statistics of the fusion check make the unfused forward ~10x slower).
 
 Run by hand (not by tests): ``OMP_NUM_THREADS=1 uv run --no-sync python tools/bench/infer.py [--threads 1]
 [--vs-reference]``.
@@ -87,8 +88,15 @@ def main() -> None:
             ref = run_reference(
                 "forward", "--family", f"{family}n", "--imgsz", args.imgsz, threads=torch.get_num_threads()
             )
-            print_pair(f"forward {family}n@{args.imgsz} unfused", base, ref, "ms")
-            print_pair(f"forward {family}n@{args.imgsz} fused", fast, ref, "ms")
+            # like for like: the reference times its default-initialised, unfused model; the randomised BN
+            # statistics above (there for a meaningful fusion check) slow the unfused forward ~10x here
+            torch.manual_seed(0)
+            plain = build_model(family, "detect", "n", num_classes=80).eval()
+            plain_ms = median_latency_ms(plain, x, args.warmup, args.runs)
+            plain_fused, _ = prepare_inference_model(copy.deepcopy(plain))
+            plain_fused_ms = median_latency_ms(plain_fused, x, args.warmup, args.runs)
+            print_pair(f"forward {family}n@{args.imgsz} unfused, default init", plain_ms, ref, "ms")
+            print_pair(f"forward {family}n@{args.imgsz} fused, default init", plain_fused_ms, ref, "ms")
 
 
 if __name__ == "__main__":
