@@ -117,7 +117,8 @@ RECIPES: tuple[TrajectoryRecipe, ...] = (
         # issue 16: fine-tune the imported YOLO11n-pose on coco8-pose (README: the reference over-fits the 4
         # training images; a faithful recipe follows its keypoint curve down). Everything not listed is the
         # reference default the file's `recipe.everything_else` names: 3 warm-up epochs (bias lr 0.1, momentum
-        # 0.8; with 2 batches per epoch the 100-iteration minimum keeps the whole run in warm-up), close_mosaic 10
+        # 0.8; 2 batches per epoch, so 6 warm-up iterations: the reference has had no 100-iteration floor since 8.4.103,
+        # lucid_core.optim.schedule), close_mosaic 10
         # > epochs (mosaic closed from epoch 0), HSV/flip (flip_idx from the YAML)/affine defaults, pose 12, kobj 1.
         name="coco8pose_yolo11n_finetune",
         trajectory="trajectories/coco8pose_yolo11n_finetune.json",

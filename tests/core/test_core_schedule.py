@@ -32,37 +32,69 @@ def test_linear_lr_factor() -> None:
 
 
 def test_warmup_iterations() -> None:
-    assert warmup_iterations(10) == 100  # max(round(3 · 10), 100)
+    # the reference since 8.4.103 (PR 25321's own examples): an epoch count, no 100-iteration floor ...
+    assert warmup_iterations(9, 3.0, epochs=10) == 27
+    assert warmup_iterations(2, 3.0, epochs=10) == 6
     assert warmup_iterations(1000) == 3000
     assert warmup_iterations(333, warmup_epochs=0.5) == 166  # round(166.5) = 166 (banker's rounding)
+    # ... capped before the final epoch, so a run always reaches the regular schedule
+    assert warmup_iterations(10, 3.0, epochs=3) == 20
+    assert warmup_iterations(10, 3.0, epochs=1) == 0
     assert warmup_iterations(50, warmup_epochs=0) == 0
+    # the old floor stays available (before 8.4.103: max(3 epochs, 100 iterations)), still under the cap
+    assert warmup_iterations(10, min_iters=100) == 100
+    assert warmup_iterations(2, 3.0, epochs=8, min_iters=100) == 14
 
 
-def test_lr_momentum_per_group_per_iteration() -> None:
+def _expected(
+    iteration: int, epoch: int, group: dict[str, object], nw: int, nb: int, epochs: int
+) -> tuple[float, float]:
+    """The rule written out: warm-up while iteration < nw; then momentum keeps its last warm-up value and the lr
+    its last warm-up value until the epoch ends (the scheduler's step), then initial_lr · lf(epoch)."""
+    lf = (1 - epoch / epochs) * (1 - 0.01) + 0.01
+    target = 0.01 * lf
+    start = 0.1 if group["param_group"] == "bias" else 0.0
+    if iteration < nw:
+        frac = iteration / nw
+        return start + (target - start) * frac, 0.8 + (0.937 - 0.8) * frac
+    frac = (nw - 1) / nw
+    lr = start + (target - start) * frac if epoch == (nw - 1) // nb else target
+    return lr, 0.8 + (0.937 - 0.8) * frac
+
+
+@pytest.mark.parametrize(
+    ("nb", "warmup_epochs", "iterations"),
+    [
+        (50, 3.0, (0, 1, 37, 75, 148, 149, 150, 151, 260, 499)),  # nw = 150 ends at an epoch boundary
+        (50, 0.5, (0, 10, 24, 25, 30, 49, 50, 51, 499)),  # nw = 25 ends mid-epoch 0: lr held until epoch 1
+    ],
+)
+def test_lr_momentum_per_group_per_iteration(
+    nb: int, warmup_epochs: float, iterations: tuple[int, ...]
+) -> None:
     groups = _groups()
     assert [g["param_group"] for g in groups] == ["weight", "bn", "bias"]
-    schedule = WarmupSchedule(epochs=10, iters_per_epoch=50)  # nw = max(150, 100) = 150
-    nw = 150
-    for iteration in (0, 1, 37, 75, 149, 150, 151, 260, 499):
-        epoch = iteration // 50
-        lf = (1 - epoch / 10) * (1 - 0.01) + 0.01
+    schedule = WarmupSchedule(epochs=10, iters_per_epoch=nb, warmup_epochs=warmup_epochs)
+    nw = warmup_iterations(nb, warmup_epochs, epochs=10)
+    for iteration in iterations:
+        epoch = iteration // nb
         values = lr_momentum_at(iteration, epoch, groups, schedule)
         for group, (lr, momentum) in zip(groups, values, strict=True):
-            target = 0.01 * lf
-            if iteration <= nw:
-                frac = iteration / nw
-                start = 0.1 if group["param_group"] == "bias" else 0.0
-                assert lr == pytest.approx(start + (target - start) * frac, rel=1e-12, abs=1e-15)
-                assert momentum == pytest.approx(0.8 + (0.937 - 0.8) * frac, rel=1e-12)
-            else:
-                assert lr == pytest.approx(target, rel=1e-12)
-                assert momentum == 0.937
-    bias_lr = [lr_momentum_at(i, 0, groups, schedule)[2][0] for i in range(nw + 1)]
-    assert (
-        bias_lr[0] == 0.1
-        and bias_lr[-1] == pytest.approx(0.01)
-        and all(a > b for a, b in itertools.pairwise(bias_lr))
-    )
+            want_lr, want_momentum = _expected(iteration, epoch, group, nw, nb, 10)
+            assert lr == pytest.approx(want_lr, rel=1e-12, abs=1e-15), (iteration, group["param_group"])
+            assert momentum == pytest.approx(want_momentum, rel=1e-12), (iteration, group["param_group"])
+    bias_lr = [lr_momentum_at(i, i // nb, groups, schedule)[2][0] for i in range(nw)]
+    assert bias_lr[0] == 0.1 and all(a > b for a, b in itertools.pairwise(bias_lr))
+
+
+def test_no_warmup_uses_the_schedule_from_the_first_batch() -> None:
+    groups = _groups()
+    for schedule in (
+        WarmupSchedule(epochs=1, iters_per_epoch=20),  # one epoch: the cap leaves no warm-up
+        WarmupSchedule(epochs=5, iters_per_epoch=20, warmup_epochs=0.0),
+    ):
+        for lr, momentum in lr_momentum_at(0, 0, groups, schedule):
+            assert (lr, momentum) == (0.01, 0.937)
 
 
 def test_apply_lr_momentum_sets_sgd_momentum_and_adam_betas() -> None:

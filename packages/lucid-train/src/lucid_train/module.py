@@ -419,12 +419,14 @@ class YOLOLitModule(pl.LightningModule):
         from lucid_core.optim import warmup_iterations
 
         cfg = self.optimizer_config
-        return warmup_iterations(nb, cfg.warmup_epochs, cfg.warmup_min_iters)
+        return warmup_iterations(
+            nb, cfg.warmup_epochs, epochs=int(self.trainer.max_epochs or 1), min_iters=cfg.warmup_min_iters
+        )
 
     def _accumulate_at(self, iteration: int, nb: int) -> int:
         """Accumulation count at ``iteration``: ramped 1 → nominal/batch during warm-up (reference behaviour)."""
         nw = self._warmup_iterations(nb)
-        if nw > 0 and iteration <= nw:
+        if iteration < nw:
             target = self.optimizer_config.nominal_batch / self._global_batch_size()
             return max(1, round(float(np.interp(iteration, [0, nw], [1, target]))))
         return self.accumulate

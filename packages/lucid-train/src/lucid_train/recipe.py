@@ -56,7 +56,7 @@ class OptimizerConfig:
     nesterov: bool = True
     nominal_batch: int = 64
     warmup_epochs: float = 3.0
-    warmup_min_iters: int = 100
+    warmup_min_iters: int = 0
     warmup_momentum: float = 0.8
     warmup_bias_lr: float = 0.1
     grad_clip_norm: float = 10.0

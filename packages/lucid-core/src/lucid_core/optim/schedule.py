@@ -1,11 +1,18 @@
 """Learning-rate and momentum schedule of the reference recipe, as pure functions.
 
-Source: issue 6 ("Recipe defaults") — lr0 0.01, lrf 0.01 with linear decay
-``lf(e) = (1 − e / epochs)·(1 − lrf) + lrf`` applied per epoch; per-iteration warm-up over
-``nw = max(round(warmup_epochs · iters_per_epoch), 100)`` iterations (warmup_epochs 3) with linear
-interpolation: the bias group's lr from ``warmup_bias_lr`` (0.1) down to ``initial_lr·lf(e)``, every other group's
-lr from 0 up to ``initial_lr·lf(e)``, and momentum from ``warmup_momentum`` (0.8) up to ``momentum`` (0.937).
-``iteration`` counts batches from the start of training (epoch · iters_per_epoch + batch index).
+Sources: issue 6 ("Recipe defaults") — lr0 0.01, lrf 0.01 with linear decay
+``lf(e) = (1 − e / epochs)·(1 − lrf) + lrf`` applied per epoch; per-iteration linear warm-up: the bias group's lr
+from ``warmup_bias_lr`` (0.1) down to ``initial_lr·lf(e)``, every other group's lr from 0 up to ``initial_lr·lf(e)``,
+and momentum from ``warmup_momentum`` (0.8) up to ``momentum`` (0.937). ``iteration`` counts batches from the start
+of training (epoch · iters_per_epoch + batch index).
+
+The warm-up length follows the reference since 8.4.103 (ultralytics PR 25321, "Prevent training from ending
+during warmup"; the trajectories of ``shared/trajectories`` were recorded with 8.4.190): ``warmup_epochs`` is an
+epoch count, ``nw = round(warmup_epochs · iters_per_epoch)`` with no 100-iteration floor, capped at
+``(epochs − 1) · iters_per_epoch`` so that a run always reaches the regular schedule (``epochs = 1`` → no warm-up),
+and an iteration is in warm-up while ``iteration < nw``. After it nothing writes momentum again, so it keeps its
+last warm-up value, and the lr keeps its last warm-up value until the epoch's scheduler step (the per-epoch
+``initial_lr·lf(e)`` from the next epoch on). The old floor is ``min_warmup_iters`` (default 0; 100 = before 8.4.103).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ class WarmupSchedule:
     warmup_epochs: float = 3.0
     warmup_bias_lr: float = 0.1
     warmup_momentum: float = 0.8
-    min_warmup_iters: int = 100
+    min_warmup_iters: int = 0
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.iters_per_epoch < 1:
@@ -42,11 +49,23 @@ def linear_lr_factor(epoch: float, epochs: int, lrf: float = 0.01) -> float:
     return (1 - epoch / epochs) * (1.0 - lrf) + lrf
 
 
-def warmup_iterations(iters_per_epoch: int, warmup_epochs: float = 3.0, min_iters: int = 100) -> int:
-    """nw = max(round(warmup_epochs · iters_per_epoch), min_iters); 0 when warm-up is off (warmup_epochs <= 0)."""
+def warmup_iterations(
+    iters_per_epoch: int,
+    warmup_epochs: float = 3.0,
+    *,
+    epochs: int | None = None,
+    min_iters: int = 0,
+) -> int:
+    """nw = max(round(warmup_epochs · iters_per_epoch), min_iters), capped at (epochs − 1) · iters_per_epoch.
+
+    0 when warm-up is off (``warmup_epochs <= 0``) or the run has one epoch; ``epochs=None`` applies no cap.
+    """
     if warmup_epochs <= 0:
         return 0
-    return max(round(warmup_epochs * iters_per_epoch), min_iters)
+    nw = max(round(warmup_epochs * iters_per_epoch), int(min_iters))
+    if epochs is not None:
+        nw = min(nw, max(int(epochs) - 1, 0) * int(iters_per_epoch))
+    return nw
 
 
 def _interp(x: float, x1: float, y0: float, y1: float) -> float:
@@ -70,7 +89,13 @@ def lr_momentum_at(
     ``initial_lr``; a group whose ``param_group`` is ``"bias"`` warms up from ``warmup_bias_lr``.
     """
     lf = linear_lr_factor(epoch, schedule.epochs, schedule.lrf)
-    nw = warmup_iterations(schedule.iters_per_epoch, schedule.warmup_epochs, schedule.min_warmup_iters)
+    nb = schedule.iters_per_epoch
+    nw = warmup_iterations(
+        nb, schedule.warmup_epochs, epochs=schedule.epochs, min_iters=schedule.min_warmup_iters
+    )
+    last = nw - 1  # the last warm-up iteration (-1: none)
+    # after warm-up the lr waits for the scheduler's next epoch step: held inside the epoch where warm-up ended
+    held_lr = nw > 0 and iteration >= nw and epoch == last // nb
     values: list[tuple[float, float]] = []
     for i, group in enumerate(groups):
         if "initial_lr" not in group:
@@ -78,8 +103,8 @@ def lr_momentum_at(
                 f"lr_momentum_at: parameter group {i} has no 'initial_lr' (build it with build_param_groups)"
             )
         target_lr = float(group["initial_lr"]) * lf
-        if iteration <= nw and nw > 0:
-            start_lr = schedule.warmup_bias_lr if group.get("param_group") == "bias" else 0.0
+        start_lr = schedule.warmup_bias_lr if group.get("param_group") == "bias" else 0.0
+        if iteration < nw:
             values.append(
                 (
                     _interp(iteration, nw, start_lr, target_lr),
@@ -87,7 +112,13 @@ def lr_momentum_at(
                 )
             )
         else:
-            values.append((target_lr, schedule.momentum))
+            lr = _interp(last, nw, start_lr, target_lr) if held_lr else target_lr
+            momentum = (
+                _interp(last, nw, schedule.warmup_momentum, schedule.momentum)
+                if nw > 0
+                else schedule.momentum
+            )
+            values.append((lr, momentum))
     return values
 
 
