@@ -55,3 +55,24 @@ def test_saturation_zero_stays_zero() -> None:
     grey = np.full((4, 4, 3), 128, np.uint8)
     out = augment_hsv(grey, _FixedDraw([0.3, 1.0, 0.0]), 0.015, 0.7, 0.4)
     assert (out[..., 0] == out[..., 1]).all() and (out[..., 1] == out[..., 2]).all()
+
+
+@pytest.mark.parametrize("draws", [[1.0, -1.0, 0.5], [-0.3, 0.9, -0.7], [0.0, 0.0, 0.0]])
+def test_one_per_channel_lut_pass_equals_the_planewise_tables(draws: list[float]) -> None:
+    """The (256, 1, 3) table applied in one cv2.LUT gives the bytes of splitting the HSV planes, mapping each through
+    its own table (hsv_luts) and merging - on RGB and on the fast path's RGBA scratch input."""
+    from lucid_data.augment.hsv import augment_hsv_into
+
+    rgb = np.random.default_rng(3).integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    gains = np.asarray(draws) * np.array([0.015, 0.7, 0.4])
+    hue, sat, val = cv2.split(cv2.cvtColor(rgb, cv2.COLOR_RGB2HSV))
+    tables = hsv_luts(gains)
+    planewise = cv2.merge([cv2.LUT(p, t) for p, t in zip((hue, sat, val), tables)])
+    expected = cv2.cvtColor(planewise, cv2.COLOR_HSV2RGB)
+    assert np.array_equal(augment_hsv(rgb, _FixedDraw(draws)), expected)
+    rgba = cv2.cvtColor(rgb, cv2.COLOR_RGB2RGBA)
+    out = np.empty_like(rgb)
+    result = augment_hsv_into(
+        rgba, _FixedDraw(draws), 0.015, 0.7, 0.4, hsv_buffer=np.empty_like(rgb), out=out
+    )
+    assert result is out and np.array_equal(out, expected)

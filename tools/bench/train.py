@@ -21,7 +21,8 @@ the same inputs: per family (``--families``, default yolo26 yolo11; scale n, det
 batch of ``--batch`` images at ``--sizes``, 7 boxes per image (the workload's generator recipe), then forward,
 our objective, backward and SGD nesterov (lr 0.01, momentum 0.937), the median of ``--steps`` steps excluding the
 first. ``--profile`` splits the median into forward / loss / backward / optimizer and adds the EMA update the
-real step also pays; ``--compile`` and ``--channels-last`` time those variants beside eager, with the first
+real step also pays; the opt-in channels_last step (``--model.channels_last``) is always timed beside the default
+eager one and ``--compile`` adds that variant, each with the first
 step's loss of each variant relative to eager. ``--vs-reference`` then runs
 ``../shared/refbench/run.sh train_step`` with the same family, batch, size, steps and ``--threads`` and prints
 both figures and the ratio ours/reference of the step time (lower is better):
@@ -192,9 +193,8 @@ def core_step(
 
 
 def step_main(args: argparse.Namespace) -> None:
-    variants = [("eager", False, False)]
-    if args.channels_last:
-        variants.append(("channels_last", False, True))
+    # the eager step (lucid-train's default) and the opt-in --model.channels_last, always both
+    variants = [("eager", False, False), ("channels_last", False, True)]
     if args.compile:
         variants.append(("compile", True, False))
     print(
@@ -236,7 +236,10 @@ def step_main(args: argparse.Namespace) -> None:
                     threads=torch.get_num_threads(),
                 )
                 for name, seconds in ours.items():
-                    print_pair(f"train_step {family}n bs{args.batch}@{imgsz} {name}", seconds, ref, "s/step")
+                    label = (
+                        f"{name} (--model.channels_last)" if name == "channels_last" else f"{name} (default)"
+                    )
+                    print_pair(f"train_step {family}n bs{args.batch}@{imgsz} {label}", seconds, ref, "s/step")
     # the reference workloads print no memory figure (../shared/refbench/README.md): ours alone
     print(f"peak RSS of this benchmark process (ours only): {peak_rss_mib():.0f} MiB")
 
@@ -268,7 +271,11 @@ def main() -> None:
     parser.add_argument(
         "--compile", action="store_true", help="--step: also time torch.compile of the network"
     )
-    parser.add_argument("--channels-last", action="store_true", help="--step: also time channels_last")
+    parser.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="--step: accepted for old command lines (always timed now)",
+    )
     add_reference_flag(parser)
     args = parser.parse_args()
     if args.step:

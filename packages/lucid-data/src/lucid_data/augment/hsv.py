@@ -17,7 +17,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-__all__ = ["augment_hsv", "augment_hsv_into", "hsv_luts"]
+__all__ = ["augment_hsv", "augment_hsv_into", "hsv_lut3", "hsv_luts"]
 
 
 def hsv_luts(gains: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -31,6 +31,12 @@ def hsv_luts(gains: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return lut_hue, lut_sat, lut_val
 
 
+def hsv_lut3(gains: np.ndarray) -> np.ndarray:
+    """The three tables of :func:`hsv_luts` as one (256, 1, 3) per-channel table: ``cv2.LUT`` maps each channel of
+    an HSV image through its own table in one pass, the same bytes as splitting, three LUTs and merging."""
+    return np.ascontiguousarray(np.stack(hsv_luts(gains), axis=-1).reshape(256, 1, 3))
+
+
 def augment_hsv(
     image: np.ndarray, rng: np.random.Generator, hgain: float = 0.015, sgain: float = 0.7, vgain: float = 0.4
 ) -> np.ndarray:
@@ -38,10 +44,8 @@ def augment_hsv(
     if not (hgain or sgain or vgain):
         return image
     gains = rng.uniform(-1, 1, 3) * np.array([hgain, sgain, vgain])
-    lut_hue, lut_sat, lut_val = hsv_luts(gains)
-    hue, sat, val = cv2.split(cv2.cvtColor(image, cv2.COLOR_RGB2HSV))
-    merged = cv2.merge((cv2.LUT(hue, lut_hue), cv2.LUT(sat, lut_sat), cv2.LUT(val, lut_val)))
-    return cv2.cvtColor(merged, cv2.COLOR_HSV2RGB)
+    hsv = cv2.cvtColor(image, cv2.COLOR_RGB2HSV)
+    return cv2.cvtColor(cv2.LUT(hsv, hsv_lut3(gains), dst=hsv), cv2.COLOR_HSV2RGB)
 
 
 def augment_hsv_into(
@@ -52,23 +56,19 @@ def augment_hsv_into(
     vgain: float,
     *,
     hsv_buffer: np.ndarray,
-    planes: list[np.ndarray],
     out: np.ndarray,
 ) -> np.ndarray | None:
     """`augment_hsv` with the same draws and bytes, written into caller-owned buffers (no per-sample allocation:
     a fresh full-size array costs its page faults on every sample).
 
     ``image``: RGB or RGBA uint8 (cv2's RGB→HSV ignores an alpha channel); ``hsv_buffer`` and ``out``: (H, W, 3)
-    uint8; ``planes``: three (H, W) uint8 arrays. Returns ``out``, or None (nothing drawn, nothing written) when
+    uint8. Returns ``out``, or None (nothing drawn, nothing written) when
     all gains are 0.
     """
     if not (hgain or sgain or vgain):
         return None
     gains = rng.uniform(-1, 1, 3) * np.array([hgain, sgain, vgain])
     hsv = cv2.cvtColor(image, cv2.COLOR_RGB2HSV, dst=hsv_buffer)
-    cv2.split(hsv, planes)
-    for plane, lut in zip(planes, hsv_luts(gains)):
-        cv2.LUT(plane, lut, dst=plane)
-    cv2.merge(planes, dst=hsv)
+    cv2.LUT(hsv, hsv_lut3(gains), dst=hsv)  # one per-channel pass (no split/merge through the planes)
     result: np.ndarray = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB, dst=out)
     return result

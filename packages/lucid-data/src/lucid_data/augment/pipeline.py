@@ -214,7 +214,6 @@ class AugmentPipeline:
                 c.hsv_s,
                 c.hsv_v,
                 hsv_buffer=self._buffer("hsv", (h, w, 3)),
-                planes=[self._buffer(f"plane{k}", (h, w)) for k in range(3)],
                 out=rgb,
             )
             image = hsv if hsv is not None else cv2.cvtColor(image, cv2.COLOR_RGBA2RGB, dst=rgb)
