@@ -47,7 +47,13 @@ __all__ = [
 from lucid_data.augment import AugmentConfig, AugmentPipeline
 from lucid_data.cache import CacheTooLargeError, RamImageCache
 from lucid_data.collate import collate
-from lucid_data.dataset import DetectionDataset, ExcludedImage, single_threaded_worker
+from lucid_data.dataset import (
+    DetectionDataset,
+    ExcludedImage,
+    SampleKey,
+    fork_safe_parent,
+    single_threaded_worker,
+)
 from lucid_data.synth import synthesize
 
 __all__ += [
@@ -57,7 +63,9 @@ __all__ += [
     "DetectionDataset",
     "ExcludedImage",
     "RamImageCache",
+    "SampleKey",
     "collate",
+    "fork_safe_parent",
     "single_threaded_worker",
     "synthesize",
 ]

@@ -9,8 +9,10 @@ aspect-sorted batch (`lucid_data.rect`).
 
 Reproducibility (issue 5): the augmentation of sample `index` is drawn from
 `np.random.default_rng(np.random.SeedSequence([seed, epoch, index, rank]))` only, so batches are byte-identical
-for any `num_workers` (call `set_epoch` before creating each epoch's iterator; with `persistent_workers=True`
-the workers keep the epoch they were started with).
+for any `num_workers` (call `set_epoch` before creating each epoch's iterator). With `persistent_workers=True` the
+workers keep the dataset state they were started with, so a sampler there yields :class:`SampleKey` items instead
+of plain indices: `(epoch, mosaic_enabled, image_index)` read from the main process's dataset when the epoch's iterator
+is made, and `__getitem__` adopts that state in the worker (``lucid_train``'s training sampler does this).
 
 Bad input: images whose file is empty, unreadable or a truncated JPEG are found before the first epoch (a cheap
 container check, or a full decode with `verify="full"`) and excluded; they are listed once in a logged warning
@@ -23,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import cv2
 import numpy as np
@@ -100,6 +102,14 @@ def _mask_to_polygon(mask: np.ndarray) -> np.ndarray:
 def _box_polygon(box: np.ndarray) -> np.ndarray:
     x1, y1, x2, y2 = (float(v) for v in box)
     return np.array([[x1, y1], [x2, y1], [x2, y2], [x1, y2]], np.float32)
+
+
+class SampleKey(NamedTuple):
+    """A sample index with the epoch state its augmentation depends on (see the module docstring)."""
+
+    epoch: int
+    mosaic_enabled: bool
+    image_index: int
 
 
 class DetectionDataset(Dataset[dict[str, Any]]):
@@ -386,7 +396,17 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         return image, targets
 
     # ----------------------------------------------------------------- samples
-    def __getitem__(self, index: int) -> dict[str, Any]:
+    def sample_key(self, index: int) -> SampleKey:
+        """``index`` with this dataset's current epoch state, for a sampler feeding persistent workers."""
+        return SampleKey(self.epoch, self.mosaic_enabled, int(index))
+
+    def __getitem__(self, index: int | SampleKey) -> dict[str, Any]:
+        if isinstance(index, SampleKey):  # the epoch state travels with the index (persistent workers)
+            self.epoch, self.mosaic_enabled, index = (
+                int(index.epoch),
+                bool(index.mosaic_enabled),
+                int(index.image_index),
+            )
         if not 0 <= index < len(self.records):
             raise IndexError(f"index {index} out of range for a dataset of {len(self.records)} images")
         letterbox_info = None
@@ -505,5 +525,17 @@ def single_threaded_worker(worker_id: int) -> None:
     torch already gives each worker one intra-op thread (documented ``DataLoader`` behaviour); OpenCV would otherwise
     start a thread pool per worker, and on a small machine those threads take cores from the training step's own
     threads (oversubscription). Pixel work is identical whatever the thread count.
+    """
+    cv2.setNumThreads(1)
+
+
+def fork_safe_parent() -> None:
+    """Call in the parent before DataLoader workers are forked: OpenCV single-threaded in this process.
+
+    OpenCV's thread pool does not survive ``fork()``: a worker forked while the parent's pool is running (it starts
+    at the parent's first parallel cv2 call - synthesis, building the RAM cache, a 0-worker pass) hangs in its first
+    cv2 call, even after :func:`single_threaded_worker`. Setting one thread here stops the pool cleanly in the parent
+    (where its threads exist), so every later fork starts from a consistent state. The parent's remaining pixel
+    work (in-process validation batches) runs on one OpenCV thread; the bytes are the same.
     """
     cv2.setNumThreads(1)

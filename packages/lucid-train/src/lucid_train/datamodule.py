@@ -7,8 +7,10 @@ directory and renamed into place, so an interrupted synthesis never leaves a hal
 
 Sampling: :class:`~lucid_train.sampler.ShardedEpochSampler` (one seeded permutation per epoch, identical on every
 rank); augmentation: ``lucid_data.DetectionDataset`` keyed by (seed, epoch, index, rank) - the module sets the
-dataset's epoch and rank, and switches mosaic off ``close_mosaic`` epochs before the end. Workers are not persistent,
-so every epoch's workers see the dataset state set at ``on_train_epoch_start``.
+dataset's epoch and rank, and switches mosaic off ``close_mosaic`` epochs before the end. Training workers are
+persistent (no fork per epoch; batches pinned when CUDA is present): the sampler hands every index to them together
+with the epoch state set at ``on_train_epoch_start`` (``DetectionDataset.sample_key``), so the batches are the
+bytes fresh workers, or no workers, would make (tested).
 
 Validation (issue 12, the reference's validation protocol): batches of twice the training batch, rectangular and
 aspect-sorted (``lucid_data.rect``: each batch letterboxed to its own stride-aligned shape, ``pad = 0.5`` stride),
@@ -325,14 +327,28 @@ class YOLODataModule(pl.LightningDataModule):
             return 0, 1
         return int(trainer.global_rank), int(trainer.world_size)
 
-    def _loader(self, dataset: Any, *, shuffle: bool, sharded: bool = True) -> DataLoader[Any]:
+    def _loader(
+        self, dataset: Any, *, shuffle: bool, sharded: bool = True, persistent: bool = False
+    ) -> DataLoader[Any]:
+        """``persistent``: keep the workers across epochs (the sampler then carries the epoch state with each index,
+        ``DetectionDataset.sample_key``) and pin batches when CUDA is present (issue 18)."""
         from lucid_data.collate import collate
 
         rank, world = self._rank_world() if sharded else (0, 1)
         if hasattr(dataset, "rank"):
             dataset.rank = rank
+        if self.workers > 0:
+            from lucid_data.dataset import fork_safe_parent
+
+            fork_safe_parent()  # OpenCV's thread pool would hang the forked workers
+        persistent = persistent and self.workers > 0 and hasattr(dataset, "sample_key")
         sampler = ShardedEpochSampler(
-            len(dataset), shuffle=shuffle, seed=self.seed, rank=rank, world_size=world
+            len(dataset),
+            shuffle=shuffle,
+            seed=self.seed,
+            rank=rank,
+            world_size=world,
+            key=dataset.sample_key if persistent else None,
         )
         return DataLoader(
             dataset,
@@ -341,12 +357,13 @@ class YOLODataModule(pl.LightningDataModule):
             num_workers=self.workers,
             collate_fn=collate,
             worker_init_fn=single_threaded_worker if self.workers > 0 else None,
-            persistent_workers=False,
+            persistent_workers=persistent,
+            pin_memory=persistent and torch.cuda.is_available(),
             drop_last=False,
         )
 
     def train_dataloader(self) -> DataLoader[Any]:
-        return self._loader(self.train_dataset, shuffle=True)
+        return self._loader(self.train_dataset, shuffle=True, persistent=True)
 
     @property
     def val_batch_size(self) -> int:

@@ -5,22 +5,35 @@ while augmentation streams differ per rank (the dataset is keyed by (seed, epoch
 ``torch.randperm(n, generator=Generator().manual_seed(seed + epoch))`` - the scheme of
 ``torch.utils.data.DistributedSampler`` - padded by wrapping so every rank gets the same number of samples, then
 strided by rank (``indices[rank::world_size]``). Lightning calls :meth:`set_epoch` before every epoch.
+
+``key`` (optional) maps each index to what the DataLoader hands the dataset - for the training set
+``DetectionDataset.sample_key``, which attaches the main process's epoch state (epoch, mosaic on/off) so that
+persistent workers, which never see later ``set_epoch`` calls on their copy of the dataset, augment each epoch as
+fresh workers would (issue 18). The keys are made when the epoch's iterator is created, after the epoch state is set.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 from torch.utils.data import Sampler
 
 
-class ShardedEpochSampler(Sampler[int]):
+class ShardedEpochSampler(Sampler[Any]):
     """Seeded per-epoch permutation of ``range(num_samples)``, sharded over ``world_size`` ranks."""
 
     def __init__(
-        self, num_samples: int, *, shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1
+        self,
+        num_samples: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        key: Callable[[int], Any] | None = None,
     ) -> None:
         if num_samples < 1:
             raise ValueError(f"num_samples: expected >= 1, got {num_samples}")
@@ -31,6 +44,7 @@ class ShardedEpochSampler(Sampler[int]):
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
+        self.key = key
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -48,8 +62,9 @@ class ShardedEpochSampler(Sampler[int]):
             order += order[: total - len(order)]
         return order
 
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.permutation()[self.rank :: self.world_size])
+    def __iter__(self) -> Iterator[Any]:
+        indices = self.permutation()[self.rank :: self.world_size]
+        return iter(indices if self.key is None else [self.key(i) for i in indices])
 
     def __len__(self) -> int:
         return math.ceil(self.num_samples / self.world_size)
