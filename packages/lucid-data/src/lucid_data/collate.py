@@ -5,7 +5,8 @@ cx, cy, w, h; keypoints (N, K, 3) with x, y normalised (pose); rboxes (N, 5) nor
 (obb); segment: masks at the dataset's mask ratio r — (B, H/r, W/r) index maps (overlap_mask, the default:
 value k+1 = the image's k-th target, targets sorted by mask area) or (N, H/r, W/r) uint8 0/1 per-instance masks —,
 sem_masks (B, H/r, W/r) float32 class ids (`lucid_data.masks`, fixture README R1–R6) and segments (list of N
-normalised (P, 2) float32 tensors); targets (per-image `Targets` in network-input pixels); meta.
+normalised (P, 2) float32 tensors); hsv_gains (B, 3) float64, only from a dataset with ``defer_hsv``; targets
+(per-image `Targets` in network-input pixels); meta.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ def collate(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
         batch["segments"] = [
             torch.from_numpy((p / scale).astype(np.float32)) for t in targets for p in (t.polygons or [])
         ]
+    if "hsv_gains" in samples[0]:  # deferred HSV (`--data.device_hsv`): applied to the batch on the device
+        batch["hsv_gains"] = torch.stack([s["hsv_gains"] for s in samples])
     batch["targets"] = targets
     batch["meta"] = [s["meta"] for s in samples]
     return batch

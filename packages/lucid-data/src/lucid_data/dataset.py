@@ -128,6 +128,9 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         mask_ratio: downsampling of the masks produced for segment (reference mask ratio 4).
         overlap_mask: segment samples carry one index map per image with their targets sorted by mask area
             (True, the reference default) instead of one 0/1 mask per instance (`lucid_data.masks`, R1–R6).
+        defer_hsv: training samples carry their drawn HSV gains (`"hsv_gains"`, float64 (3,)) instead of the HSV
+            transform, for `lucid_data.augment.hsv_torch.augment_hsv_batch` on the training device (issue 18
+            `--data.device_hsv`); every other draw and pixel is unchanged.
     """
 
     def __init__(
@@ -145,6 +148,7 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         cache_max_fraction: float = DEFAULT_MAX_FRACTION,
         verify: Literal["quick", "full", "none"] = "quick",
         mask_ratio: int = DEFAULT_MASK_RATIO,
+        defer_hsv: bool = False,
         overlap_mask: bool = True,
     ) -> None:
         if isinstance(source, (str, Path)):
@@ -175,6 +179,7 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         self.epoch = 0
         self.mosaic_enabled = True
         self.mask_ratio = int(mask_ratio)
+        self.defer_hsv = bool(defer_hsv)
         self.overlap_mask = bool(overlap_mask)
         if cache not in (None, "ram"):
             raise ValueError(f'cache must be None or "ram", got {cache!r}')
@@ -410,8 +415,11 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         if not 0 <= index < len(self.records):
             raise IndexError(f"index {index} out of range for a dataset of {len(self.records)} images")
         letterbox_info = None
+        hsv_gains: list[np.ndarray] | None = [] if (self.augment and self.defer_hsv) else None
         if self.augment:
-            image, targets = self.pipeline(index, self.rng_for(index), mosaic_enabled=self.mosaic_enabled)
+            image, targets = self.pipeline(
+                index, self.rng_for(index), mosaic_enabled=self.mosaic_enabled, hsv_gains_out=hsv_gains
+            )
             used = index
         else:
             used, original = self._image(index)
@@ -440,6 +448,8 @@ class DetectionDataset(Dataset[dict[str, Any]]):
                 "index": used,
             },
         }
+        if hsv_gains:
+            sample["hsv_gains"] = torch.from_numpy(np.asarray(hsv_gains[0], dtype=np.float64))
         if self.task == "segment":
             seg = segment_masks(
                 targets.polygons or [],

@@ -175,6 +175,10 @@ class YOLODataModule(pl.LightningDataModule):
         overlap_mask: segment only: one mask index map per image, instances in area order (reference default
             ``overlap_mask=True``); ``False`` gives one mask per instance. The objective is told the same.
         mask_ratio: segment only: training masks at 1/``mask_ratio`` of the input (reference 4).
+        device_hsv: apply the HSV augmentation to each training batch on the training device instead of in the
+            workers (issue 18): the workers draw the same gains and skip the pixel work, the module applies
+            ``lucid_data.augment.hsv_torch.augment_hsv_batch`` after the batch reached the device. Training on the
+            CPU keeps the worker path (there is no other device to move the work to).
     """
 
     def __init__(
@@ -193,12 +197,14 @@ class YOLODataModule(pl.LightningDataModule):
         allow_empty: bool = False,
         overlap_mask: bool = True,
         mask_ratio: int = 4,
+        device_hsv: bool = False,
     ) -> None:
         super().__init__()
         self.overlap_mask = bool(overlap_mask)
         if mask_ratio not in (1, 2, 4, 8):
             raise TrainingSetupError(f"data.mask_ratio: expected 1, 2, 4 or 8, got {mask_ratio!r}")
         self.mask_ratio = int(mask_ratio)
+        self.device_hsv = bool(device_hsv)
         self.task: str = task or "detect"
         #: a split without one labelled instance (e.g. no labels/ folder) is an error unless this is set (issue 13)
         self.allow_empty = bool(allow_empty)
@@ -363,7 +369,14 @@ class YOLODataModule(pl.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader[Any]:
-        return self._loader(self.train_dataset, shuffle=True, persistent=True)
+        dataset = self.train_dataset
+        if hasattr(dataset, "defer_hsv"):
+            dataset.defer_hsv = self.device_hsv and self._training_device().type != "cpu"
+        return self._loader(dataset, shuffle=True, persistent=True)
+
+    def _training_device(self) -> torch.device:
+        trainer = self.trainer
+        return trainer.strategy.root_device if trainer is not None else torch.device("cpu")
 
     @property
     def val_batch_size(self) -> int:
@@ -396,6 +409,15 @@ class YOLODataModule(pl.LightningDataModule):
 
     def predict_dataloader(self) -> DataLoader[Any]:
         return self.val_dataloader()
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """``device_hsv``: a training batch that carries its drawn HSV gains gets the HSV transform here, on the
+        device (``lucid_data.augment.hsv_torch``); every other batch passes unchanged."""
+        if isinstance(batch, dict) and "hsv_gains" in batch:
+            from lucid_data.augment import hsv_torch
+
+            batch["images"] = hsv_torch.augment_hsv_batch(batch["images"], batch.pop("hsv_gains").cpu())
+        return batch
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """Move the batch's top-level tensors; ``targets``/``meta`` (numpy, frozen dataclasses) stay on the host.

@@ -192,8 +192,16 @@ class AugmentPipeline:
         return self._affine(image, targets, rng)
 
     def __call__(
-        self, index: int, rng: np.random.Generator, *, mosaic_enabled: bool = True
+        self,
+        index: int,
+        rng: np.random.Generator,
+        *,
+        mosaic_enabled: bool = True,
+        hsv_gains_out: list[np.ndarray] | None = None,
     ) -> tuple[np.ndarray, Targets]:
+        """One augmented sample. ``hsv_gains_out`` (a list): defer HSV to the batch (``--data.device_hsv``) - the
+        gains are drawn from ``rng`` exactly where the worker path draws them (so every later draw is unchanged)
+        and appended to the list instead of being applied (``lucid_data.augment.hsv_torch.augment_hsv_batch``)."""
         c = self.config
         if c.mixup == 0 and c.copy_paste == 0:  # the defaults: the buffered RGBA path, same draws and bytes
             image, targets = self._base_rgba(index, rng, mosaic_enabled=mosaic_enabled)
@@ -204,7 +212,14 @@ class AugmentPipeline:
                 image2, targets2 = self.base(partner, rng, mosaic_enabled=mosaic_enabled)
                 image, targets = mixup(image, targets, image2, targets2, rng)
         scratch = image.ndim == 3 and image.shape[2] == 4
-        if scratch:  # the RGBA scratch warp: HSV (or the alpha drop) into this thread's RGB buffer
+        if hsv_gains_out is not None:  # deferred: the worker path's draw, no pixel work
+            any_gain = c.hsv_h or c.hsv_s or c.hsv_v
+            gains = rng.uniform(-1, 1, 3) * np.array([c.hsv_h, c.hsv_s, c.hsv_v]) if any_gain else np.zeros(3)
+            hsv_gains_out.append(gains)
+            if scratch:
+                h, w = image.shape[:2]
+                image = cv2.cvtColor(image, cv2.COLOR_RGBA2RGB, dst=self._buffer("rgb", (h, w, 3)))
+        elif scratch:  # the RGBA scratch warp: HSV (or the alpha drop) into this thread's RGB buffer
             h, w = image.shape[:2]
             rgb = self._buffer("rgb", (h, w, 3))
             hsv = augment_hsv_into(
