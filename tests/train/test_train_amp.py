@@ -140,3 +140,30 @@ def test_resolved_precision_is_printed_with_the_optimizer_line(shapes: Path, tmp
     assert module.resolved.precision == "32-true"
     assert "precision=32-true" in module.resolved.describe()
     assert module.resolved.as_dict()["precision"] == "32-true"  # saved in optimizer.json
+
+
+def test_cpu_accelerator_on_a_cuda_host_gets_the_cpu_precision(
+    shapes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The host default is 16-mixed where CUDA is present; a run pinned to the CPU must not inherit it (Lightning
+    would turn it into bf16 autocast). Simulated: the default precision is made the CUDA one."""
+    import lucid_train.cli as cli_module
+
+    monkeypatch.setattr(cli_module, "default_precision", lambda: "16-mixed")
+    args = [
+        "--data.root",
+        str(shapes),
+        "--data.workers",
+        "0",
+        "--trainer.default_root_dir",
+        str(tmp_path / "r"),
+    ]
+    cpu = cli_module.build_cli(
+        [*args, "--trainer.accelerator", "cpu", "--trainer.precision", "16-mixed"], run=False
+    )
+    assert cpu.trainer.precision == "32-true"
+    assert "precision 32-true" in capsys.readouterr().out
+    bf16 = cli_module.build_cli(
+        [*args, "--trainer.accelerator", "cpu", "--trainer.precision", "bf16-mixed"], run=False
+    )
+    assert bf16.trainer.precision == "bf16-mixed"  # an explicit other precision is left alone

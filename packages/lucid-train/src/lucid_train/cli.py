@@ -160,6 +160,7 @@ class LucidTrainCLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         config = self.config[subcommand] if subcommand else self.config
         trainer = config.trainer
+        _cpu_precision(trainer)
         if trainer.get("max_epochs") is None:
             shapes_epochs = int(embedded_default()["trainer"]["max_epochs"])
             trainer.max_epochs = shapes_epochs if config.data.get("root") is None else DEFAULT_EPOCHS
@@ -171,6 +172,24 @@ class LucidTrainCLI(LightningCLI):
         elif subcommand is not None:
             base = _evaluation_run_base(configured, subcommand)
             trainer.default_root_dir = str(claim_run_dir(base, "config.yaml"))
+
+
+def _cpu_precision(trainer: Any) -> None:
+    """``--trainer.accelerator cpu`` on a CUDA host: the CUDA default ``16-mixed`` becomes ``32-true``, with a note.
+
+    The default precision is chosen from the host (``16-mixed`` where CUDA is present, the reference's AMP), but
+    Lightning runs ``16-mixed`` on a CPU as bf16 autocast, which is neither the reference's fp16 AMP nor the CPU
+    default. So a CPU run gets the CPU default; ``--trainer.precision bf16-mixed`` asks for bf16 explicitly.
+    """
+    if (
+        str(trainer.get("accelerator")) == "cpu"
+        and str(trainer.get("precision")) == "16-mixed" == default_precision()
+    ):
+        trainer.precision = "32-true"
+        print(
+            "lucid-train: --trainer.accelerator cpu: precision 32-true (16-mixed is the CUDA default; Lightning "
+            "would run it on the CPU as bf16 autocast; pass --trainer.precision bf16-mixed for that)"
+        )
 
 
 def _fresh_run_dir(path: Path, marker: str) -> Path:
