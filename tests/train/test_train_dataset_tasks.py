@@ -62,6 +62,9 @@ def test_pose_dataset_trains_as_detect_through_the_cli(
     )
     assert code == 0
     assert (run / "last.ckpt").is_file() and "final mAP50-95" in capsys.readouterr().out
+    summary = (run / "summary.txt").read_text()
+    # yolo26's other decode path and the fitness that chose best, beside the box figures
+    assert " e2e/mAP50-95 " in summary and "best fitness " in summary
 
 
 @pytest.mark.parametrize("model_task", ["segment", "obb"])

@@ -147,11 +147,23 @@ class RunArtifacts(pl.Callback):
         seconds = time.perf_counter() - self._fit_started
         last = self.rows[-1] if self.rows else {}
         best = next((r for r in self.rows if r["epoch"] == self.best_epoch), {})
+        # the task's own figures beside the box ones: metrics/mask/..., metrics/pose/..., yolo26's metrics/e2e/...
+        task_keys = sorted(
+            k
+            for k in last
+            if k.startswith("metrics/") and k.endswith("/mAP50-95") and k != "metrics/mAP50-95"
+        )
+        task_part = "".join(f" {k.removeprefix('metrics/')} {last[k]:.4f}" for k in task_keys)
+        best_part = (
+            f"best {self.monitor.removeprefix('metrics/')} {best.get(self.monitor, float('nan')):.4f}"
+            if self.monitor != "metrics/mAP50-95"
+            else f"best mAP50-95 {best.get('metrics/mAP50-95', float('nan')):.4f}"
+        )
         summary = (
             f"lucid-train: {len(self.rows)} epochs in {seconds:.1f} s; "
             f"final mAP50-95 {last.get('metrics/mAP50-95', float('nan')):.4f} "
-            f"mAP50 {last.get('metrics/mAP50', float('nan')):.4f}; "
-            f"best mAP50-95 {best.get('metrics/mAP50-95', float('nan')):.4f} at epoch {self.best_epoch}; "
+            f"mAP50 {last.get('metrics/mAP50', float('nan')):.4f}{task_part}; "
+            f"{best_part} at epoch {self.best_epoch}; "
             f"{len(excluded)} image(s) excluded{' (excluded.txt)' if excluded else ''}; "
             f"run {run_dir} (best.safetensors, last.ckpt, metrics.csv)"
         )
