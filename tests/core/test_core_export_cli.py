@@ -90,3 +90,18 @@ def test_bad_weights_and_size_are_one_line_errors(tmp_path: Path, capsys: pytest
     stem, _ = _weights(tmp_path, "yolov8", "detect")
     assert main([str(stem), "--imgsz", "100", "--no-check"]) == 2
     assert "--imgsz 100" in capsys.readouterr().err
+
+
+def test_faint_rows_class_flips_are_not_a_parity_failure() -> None:
+    """An almost untrained model's class scores tie up to rounding: below the lowest reported confidence the two
+    runtimes may pick different classes; above it, and for boxes and scores everywhere, nothing is forgiven."""
+    from lucid_core.export_cli import FAINT_SCORE, mask_faint_labels
+
+    theirs = np.array([[[0, 0, 4, 4, FAINT_SCORE / 10, 2], [1, 1, 5, 5, 0.9, 1]]], dtype=np.float32)
+    ours = theirs.copy()
+    ours[0, 0, 5] = 0  # a faint row's class flipped
+    assert np.array_equal(mask_faint_labels(ours, theirs), theirs)
+    ours[0, 1, 5] = 0  # a confident row's class flipped: still a difference
+    assert mask_faint_labels(ours, theirs)[0, 1, 5] == 0
+    ours[0, 0, 0] = 1  # a faint row's box moved: still a difference
+    assert mask_faint_labels(ours, theirs)[0, 0, 0] == 1

@@ -36,6 +36,8 @@ FORMATS = ("onnx",)
 #: parity tolerance (atol = rtol) per exported float type (module docstring).
 TOLERANCE = {"float32": 1e-4, "float16": 1e-2}
 PARITY_SEED = 0
+#: below the lowest confidence any decode path reports (validation conf 0.001) a row's class is not compared
+FAINT_SCORE = 1e-3
 
 
 class ExportInputError(ValueError):
@@ -81,6 +83,17 @@ def _by_position(rows: np.ndarray, task: str) -> np.ndarray:
     return rows[np.lexsort(keys)]
 
 
+def mask_faint_labels(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+    """``ours`` with the class column (5) of every row whose reference score (column 4) is below
+    :data:`FAINT_SCORE` set to the reference's: there the class scores of an (almost) untrained model are equal up
+    to rounding, and onnxruntime's and PyTorch's argmax may pick different ones; such rows are never reported by any
+    decode path. Boxes and scores are still compared for every row."""
+    faint = theirs[..., 4] < FAINT_SCORE
+    out = ours.copy()
+    out[..., 5] = np.where(faint, theirs[..., 5], ours[..., 5])
+    return out
+
+
 def parity_check(
     module: ExportModule, path: Path, input_hw: tuple[int, int], *, batch: int, half: bool
 ) -> list[OutputParity]:
@@ -111,6 +124,7 @@ def parity_check(
         if index == 0 and module.end2end:
             ours = np.stack([_by_position(rows, module.task) for rows in ours])
             theirs = np.stack([_by_position(rows, module.task) for rows in theirs])
+            ours = mask_faint_labels(ours, theirs)
         diff = np.abs(ours - theirs)
         within = bool(np.all(diff <= tolerance + tolerance * np.abs(theirs)))
         report.append(OutputParity(name, tuple(ours.shape), float(diff.max(initial=0.0)), tolerance, within))
