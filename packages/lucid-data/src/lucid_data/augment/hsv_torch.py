@@ -2,8 +2,9 @@
 
 The worker path converts each sample to OpenCV's 8-bit HSV (hue 0..179), maps the channels through the lookup
 tables of :func:`~lucid_data.augment.hsv.hsv_luts` and converts back. Here the same steps run as tensor arithmetic
-on the training device, batched: RGB → 8-bit HSV (hue ``H°/2``, saturation and value 0..255), the same tables indexed per image (``torch.gather``; the gains are the ones the worker drew from the
-sample's generator, so the distribution is the worker path's), then HSV → RGB with the sector formula and rounding.
+on the training device, batched: RGB → 8-bit HSV (hue ``H°/2``, saturation and value 0..255), the same tables
+indexed per image (``torch.gather``; the gains are the ones the worker drew from the sample's generator, so the
+distribution is the worker path's), then HSV → RGB with the sector formula.
 RGB → HSV uses OpenCV's 12-bit fixed-point division tables and matches ``cv2.cvtColor`` exactly; HSV → RGB is the
 float sector formula, within one level of OpenCV's (tested on random images: max 1, mean < 0.1) — the same
 transform and draws, not always the same bytes.
