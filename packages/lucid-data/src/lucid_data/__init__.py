@@ -45,7 +45,7 @@ __all__ = [
 
 # --- augmentation, dataset, collate, cache, synthetic shapes (owner: data pipeline) ---
 from lucid_data.augment import AugmentConfig, AugmentPipeline
-from lucid_data.cache import CacheTooLargeError, RamImageCache
+from lucid_data.cache import CacheTooLargeError, RamImageCache, RecentDecodes
 from lucid_data.collate import collate
 from lucid_data.dataset import (
     DetectionDataset,
@@ -63,6 +63,7 @@ __all__ += [
     "DetectionDataset",
     "ExcludedImage",
     "RamImageCache",
+    "RecentDecodes",
     "SampleKey",
     "collate",
     "fork_safe_parent",

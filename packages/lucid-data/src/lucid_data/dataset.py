@@ -40,7 +40,7 @@ from lucid_data.augment.geometry import (
 )
 from lucid_data.augment.letterbox import resize_long_side
 from lucid_data.augment.pipeline import AugmentConfig, AugmentPipeline
-from lucid_data.cache import DEFAULT_MAX_FRACTION, RamImageCache
+from lucid_data.cache import DEFAULT_DECODE_BUFFER_MIB, DEFAULT_MAX_FRACTION, RamImageCache, RecentDecodes
 from lucid_data.imageio import CorruptImageError, image_size, load_image, verify_image
 from lucid_data.masks import instance_masks, resample_polygons, segment_masks
 from lucid_data.records import DatasetSource, ImageRecord, Task
@@ -124,6 +124,9 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         cache: None or "ram" (decoded images kept in memory; refused with the numbers when too large).
         cache_max_fraction: the largest fraction of the available memory (MemAvailable) `cache="ram"` may take;
             its RAM bill is printed before anything is decoded (`lucid_data.cache`).
+        decode_buffer_mib: training without `cache`: the most recently decoded images kept per process, in MiB
+            (`lucid_data.cache.RecentDecodes`; same bytes, fewer decodes when an image is drawn again soon, e.g.
+            as a mosaic partner); 0 = decode every load.
         verify: "quick" (container check of every file), "full" (decode every image once) or "none".
         mask_ratio: downsampling of the masks produced for segment (reference mask ratio 4).
         overlap_mask: segment samples carry one index map per image with their targets sorted by mask area
@@ -146,6 +149,7 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         rank: int = 0,
         cache: Literal["ram"] | None = None,
         cache_max_fraction: float = DEFAULT_MAX_FRACTION,
+        decode_buffer_mib: float = DEFAULT_DECODE_BUFFER_MIB,
         verify: Literal["quick", "full", "none"] = "quick",
         mask_ratio: int = DEFAULT_MASK_RATIO,
         defer_hsv: bool = False,
@@ -201,6 +205,12 @@ class DetectionDataset(Dataset[dict[str, Any]]):
                     kept.append(record)
             self.records = kept
         self._report_excluded()
+        if float(decode_buffer_mib) < 0:
+            raise ValueError(f"decode_buffer_mib must be >= 0 (0 = off), got {decode_buffer_mib!r}")
+        #: training without a RAM cache: the recent decodes of this process (None = every load decodes)
+        self.recent: RecentDecodes | None = None
+        if self.augment and self.cache is None and float(decode_buffer_mib) > 0:
+            self.recent = RecentDecodes(int(float(decode_buffer_mib) * 2**20))
         #: dataset index -> (h, w) network input of its rectangular batch (`use_rect_batches`); None = square.
         self.rect_shapes: dict[int, tuple[int, int]] | None = None
         self.pipeline = AugmentPipeline(
@@ -317,11 +327,18 @@ class DetectionDataset(Dataset[dict[str, Any]]):
                 cached = self.cache.get(i)
                 if cached is not None:
                     return i, cached
+            elif self.recent is not None:
+                recent = self.recent.get(i)
+                if recent is not None:
+                    return i, recent
             path = Path(self.records[i].path)
             if path in self._warned:
                 continue
             try:
-                return i, self._decode(self.records[i])
+                image = self._decode(self.records[i])
+                if self.recent is not None:
+                    self.recent.put(i, image)
+                return i, image
             except CorruptImageError as exc:
                 self._warned.add(path)
                 self._exclude(path, exc.reason)

@@ -164,6 +164,9 @@ class YOLODataModule(pl.LightningDataModule):
         workers: dataloader worker processes.
         seed: seed of the sampler permutation and of the augmentation streams.
         cache: ``"ram"`` to cache decoded images (lucid-data refuses when it will not fit).
+        decode_buffer_mib: without ``cache``: MiB of recently decoded training images each loader process keeps
+            (``lucid_data.cache.RecentDecodes``: the same samples, fewer decodes; at most this much RAM per
+            process, so ``workers`` + 1 times it in all); 0 = decode every load.
         augment: augmentation hyper-parameters (``lucid_data`` ``AugmentConfig``: mosaic, hsv, flips, ...,
             ``close_mosaic`` = mosaic off for the last N epochs, reference 10); ``None`` = reference defaults.
         synth: parameters of the synthetic shapes dataset (only when ``root`` is ``None``).
@@ -191,6 +194,7 @@ class YOLODataModule(pl.LightningDataModule):
         workers: int = 2,
         seed: int = 0,
         cache: Literal["ram"] | None = None,
+        decode_buffer_mib: float = 128,
         augment: AugmentConfig | None = None,
         synth: SynthConfig | None = None,
         task: str | None = None,
@@ -200,6 +204,9 @@ class YOLODataModule(pl.LightningDataModule):
         device_hsv: bool = False,
     ) -> None:
         super().__init__()
+        from lucid_core.allocator import tune_glibc_malloc
+
+        tune_glibc_malloc()  # training samples reuse heap blocks instead of page-faulting fresh ones (forked too)
         self.overlap_mask = bool(overlap_mask)
         if mask_ratio not in (1, 2, 4, 8):
             raise TrainingSetupError(f"data.mask_ratio: expected 1, 2, 4 or 8, got {mask_ratio!r}")
@@ -230,6 +237,11 @@ class YOLODataModule(pl.LightningDataModule):
         self.workers = workers
         self.seed = seed
         self.cache = cache
+        if decode_buffer_mib < 0:
+            raise TrainingSetupError(
+                f"data.decode_buffer_mib: expected >= 0 (0 = off), got {decode_buffer_mib}"
+            )
+        self.decode_buffer_mib = float(decode_buffer_mib)
         self.augment = augment if augment is not None else AugmentConfig()
         self.close_mosaic_epochs = self.augment.close_mosaic
         self._sources: dict[str, Any] = {}
@@ -301,6 +313,7 @@ class YOLODataModule(pl.LightningDataModule):
                 task=self.task,  # type: ignore[arg-type]
                 seed=self.seed,
                 cache=self.cache,
+                decode_buffer_mib=self.decode_buffer_mib,
                 overlap_mask=self.overlap_mask,
                 mask_ratio=self.mask_ratio,
             )
