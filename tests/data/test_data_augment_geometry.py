@@ -218,3 +218,27 @@ def test_min_area_refit_matches_the_rectangle_it_was_built_from() -> None:
     rbox = np.array([[30, 40, 20, 8, 0.3]])
     refit = polygons_to_min_area_rboxes(list(rboxes_to_corners(rbox)))
     np.testing.assert_allclose(refit, rbox, atol=1e-3)
+
+
+def test_translated_boxes_equal_their_transformed_corners() -> None:
+    """The translation shortcut of `warp_targets` gives the values of moving the 4 corners (clip and filter as ever),
+    also for boxes given with swapped corners."""
+    from lucid_data.augment.geometry import candidate_mask, transform_points, translation
+
+    rng = np.random.default_rng(4)
+    xy = rng.uniform(-50, 150, (40, 4))
+    boxes = xy.astype(np.float32)
+    t = Targets(boxes=boxes, labels=np.arange(40) % 3)
+    for dx, dy in ((13.25, -7.5), (-60.0, 31.0), (0.0, 0.0)):
+        m = translation(dx, dy)
+        out = warp_targets(t, m, (100, 120))
+        b = boxes.astype(np.float64)
+        corners = np.stack((b[:, [0, 1]], b[:, [2, 1]], b[:, [2, 3]], b[:, [0, 3]]), 1)
+        moved = transform_points(corners, m)
+        before = np.concatenate((moved.min(1), moved.max(1)), 1)
+        after = before.copy()
+        after[:, 0::2] = after[:, 0::2].clip(0, 120)
+        after[:, 1::2] = after[:, 1::2].clip(0, 100)
+        keep = candidate_mask(before, after)
+        np.testing.assert_array_equal(out.boxes, after[keep].astype(np.float32))
+        np.testing.assert_array_equal(out.labels, t.labels[keep])

@@ -60,7 +60,8 @@ def test_saturation_zero_stays_zero() -> None:
 @pytest.mark.parametrize("draws", [[1.0, -1.0, 0.5], [-0.3, 0.9, -0.7], [0.0, 0.0, 0.0]])
 def test_one_per_channel_lut_pass_equals_the_planewise_tables(draws: list[float]) -> None:
     """The (256, 1, 3) table applied in one cv2.LUT gives the bytes of splitting the HSV planes, mapping each through
-    its own table (hsv_luts) and merging - on RGB and on the fast path's RGBA scratch input."""
+    its own table (hsv_luts) and merging - on RGB and on the fast path's RGBA scratch input, in one pass and in
+    the caller's plane buffers."""
     from lucid_data.augment.hsv import augment_hsv_into
 
     rgb = np.random.default_rng(3).integers(0, 256, (37, 53, 3), dtype=np.uint8)
@@ -74,5 +75,10 @@ def test_one_per_channel_lut_pass_equals_the_planewise_tables(draws: list[float]
     out = np.empty_like(rgb)
     result = augment_hsv_into(
         rgba, _FixedDraw(draws), 0.015, 0.7, 0.4, hsv_buffer=np.empty_like(rgb), out=out
+    )
+    assert result is out and np.array_equal(out, expected)
+    planes = [np.full(rgb.shape[:2], 7, np.uint8) for _ in range(3)]  # stale bytes must not matter
+    result = augment_hsv_into(
+        rgba, _FixedDraw(draws), 0.015, 0.7, 0.4, hsv_buffer=np.empty_like(rgb), out=out, planes=planes
     )
     assert result is out and np.array_equal(out, expected)

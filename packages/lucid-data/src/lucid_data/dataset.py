@@ -434,8 +434,12 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         letterbox_info = None
         hsv_gains: list[np.ndarray] | None = [] if (self.augment and self.defer_hsv) else None
         if self.augment:
-            image, targets = self.pipeline(
-                index, self.rng_for(index), mosaic_enabled=self.mosaic_enabled, hsv_gains_out=hsv_gains
+            image, targets = self.pipeline(  # a scratch view: `_hwc_to_chw` below copies it before any reuse
+                index,
+                self.rng_for(index),
+                mosaic_enabled=self.mosaic_enabled,
+                hsv_gains_out=hsv_gains,
+                owned=False,
             )
             used = index
         else:

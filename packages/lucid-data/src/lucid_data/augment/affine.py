@@ -20,7 +20,7 @@ import numpy as np
 from lucid_data.augment.geometry import warp_targets
 from lucid_data.targets import Targets
 
-__all__ = ["random_affine", "random_affine_matrix", "warp_image"]
+__all__ = ["random_affine", "random_affine_matrix", "source_region", "warp_image"]
 
 
 def random_affine_matrix(
@@ -82,6 +82,31 @@ def random_affine(
     )
     warped = warp_image(image, m, out_hw, fill=fill, perspective=bool(perspective), out=out)
     return warped, warp_targets(targets, m, out_hw)
+
+
+def source_region(
+    matrix: np.ndarray, out_hw: tuple[int, int], in_hw: tuple[int, int], *, margin: int = 3
+) -> tuple[int, int, int, int]:
+    """The part ``(x0, y0, x1, y1)`` of an ``in_hw`` image that warping it by ``matrix`` onto ``out_hw`` reads.
+
+    An affine map sends the output rectangle's preimage to a parallelogram: its bounding box, widened by
+    ``margin`` pixels (the bilinear neighbour and OpenCV's 1/32-pixel fixed-point coordinates need one), cut to
+    the image. Pixels outside it never reach the output, so a caller may leave them unwritten (the pipeline's
+    mosaic canvas). A perspective matrix gives the whole image (its preimage need not be bounded).
+    """
+    h, w = int(in_hw[0]), int(in_hw[1])
+    m = np.asarray(matrix, dtype=np.float64)
+    if m[2, 0] or m[2, 1] or m[2, 2] != 1:
+        return 0, 0, w, h
+    oh, ow = float(out_hw[0]), float(out_hw[1])
+    corners = np.array([[0.0, 0.0], [ow, 0.0], [0.0, oh], [ow, oh]])
+    inv = np.linalg.inv(m)
+    pts = corners @ inv[:2, :2].T + inv[:2, 2]
+    x0 = max(math.floor(pts[:, 0].min()) - margin, 0)
+    y0 = max(math.floor(pts[:, 1].min()) - margin, 0)
+    x1 = min(math.ceil(pts[:, 0].max()) + margin, w)
+    y1 = min(math.ceil(pts[:, 1].max()) + margin, h)
+    return x0, y0, max(x1, x0), max(y1, y0)
 
 
 def warp_image(

@@ -169,10 +169,20 @@ def warp_targets(
         shapes = [transform_points(p, mat) for p in out.polygons]
     else:
         b = out.boxes.astype(np.float64)
-        corners = np.stack((b[:, [0, 1]], b[:, [2, 1]], b[:, [2, 3]], b[:, [0, 3]]), 1)
-        moved = transform_points(corners, mat)  # (N, 4, 2): the hull in one vectorised min/max
         shapes = []
-        before = np.concatenate((moved.min(1), moved.max(1)), 1)
+        if mat[0, 0] == mat[1, 1] == mat[2, 2] == 1 and not (
+            mat[0, 1] or mat[1, 0] or mat[2, 0] or mat[2, 1]
+        ):
+            # a translation (the mosaic's placements): the corners' hull moved, the same float64 values as
+            # transforming the 4 corners (x·1 + y·0 + dx is x + dx exactly)
+            shift = mat[:2, 2]
+            before = np.concatenate(
+                (np.minimum(b[:, :2], b[:, 2:]) + shift, np.maximum(b[:, :2], b[:, 2:]) + shift), 1
+            )
+        else:
+            corners = np.stack((b[:, [0, 1]], b[:, [2, 1]], b[:, [2, 3]], b[:, [0, 3]]), 1)
+            moved = transform_points(corners, mat)  # (N, 4, 2): the hull in one vectorised min/max
+            before = np.concatenate((moved.min(1), moved.max(1)), 1)
     if shapes:
         before = _hull_boxes(shapes)
     if out.rboxes is not None or out.polygons is not None:

@@ -10,13 +10,15 @@ the caller from the sample's own generator, so the mosaic is a function of (seed
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import cv2
 import numpy as np
 
 from lucid_data.augment.geometry import translation, warp_targets
 from lucid_data.targets import Targets
 
-__all__ = ["mosaic4"]
+__all__ = ["MosaicLayout", "mosaic4", "mosaic4_layout", "mosaic4_targets", "paint_mosaic"]
 
 
 def _concat(parts: list[Targets], template: Targets) -> Targets:
@@ -47,6 +49,81 @@ def concat_targets(parts: list[Targets], template: Targets) -> Targets:
     return _concat(parts, template)
 
 
+class MosaicLayout(NamedTuple):
+    """Where the 4 images of a mosaic go: the drawn centre and, per image, its canvas rectangle ``(x1a, y1a,
+    x2a, y2a)`` and the source rectangle ``(x1b, y1b, x2b, y2b)`` copied into it (``size`` = the canvas side)."""
+
+    xc: int
+    yc: int
+    size: int
+    tiles: tuple[tuple[int, int, int, int, int, int, int, int], ...]
+
+
+def mosaic4_layout(shapes_hw: list[tuple[int, int]], rng: np.random.Generator, imgsz: int) -> MosaicLayout:
+    """Draw the mosaic centre (2 uniforms from ``rng``, y first) and place the 4 images around it."""
+    s = int(imgsz)
+    yc = int(rng.uniform(s / 2, 3 * s / 2))
+    xc = int(rng.uniform(s / 2, 3 * s / 2))
+    tiles = []
+    for i, (h, w) in enumerate(shapes_hw):
+        if i == 0:  # top-left
+            x1a, y1a, x2a, y2a = max(xc - w, 0), max(yc - h, 0), xc, yc
+            x1b, y1b, x2b, y2b = w - (x2a - x1a), h - (y2a - y1a), w, h
+        elif i == 1:  # top-right
+            x1a, y1a, x2a, y2a = xc, max(yc - h, 0), min(xc + w, 2 * s), yc
+            x1b, y1b, x2b, y2b = 0, h - (y2a - y1a), min(w, x2a - x1a), h
+        elif i == 2:  # bottom-left
+            x1a, y1a, x2a, y2a = max(xc - w, 0), yc, xc, min(2 * s, yc + h)
+            x1b, y1b, x2b, y2b = w - (x2a - x1a), 0, w, min(y2a - y1a, h)
+        else:  # bottom-right
+            x1a, y1a, x2a, y2a = xc, yc, min(xc + w, 2 * s), min(2 * s, yc + h)
+            x1b, y1b, x2b, y2b = 0, 0, min(w, x2a - x1a), min(y2a - y1a, h)
+        tiles.append((x1a, y1a, x2a, y2a, x1b, y1b, x2b, y2b))
+    return MosaicLayout(xc, yc, 2 * s, tuple(tiles))
+
+
+def paint_mosaic(
+    images: list[np.ndarray],
+    layout: MosaicLayout,
+    canvas: np.ndarray,
+    *,
+    fill: int = 114,
+    region: tuple[int, int, int, int] | None = None,
+) -> np.ndarray:
+    """Fill ``canvas`` (``layout.size`` square, uint8) with ``fill`` and copy the images into their rectangles.
+
+    ``region`` ``(x0, y0, x1, y1)``: paint only that part of the canvas (the rest keeps whatever it held). The
+    pipeline passes the part its affine warp reads (`lucid_data.augment.affine.source_region`), so the warp sees
+    exactly the pixels of the whole canvas at a fraction of the filling and copying. A 4-channel canvas with
+    3-channel images is painted RGBA (opaque alpha, the same RGB bytes).
+    """
+    n = layout.size
+    x0, y0, x1, y1 = region if region is not None else (0, 0, n, n)
+    canvas[y0:y1, x0:x1] = fill
+    add_alpha = canvas.shape[2] == 4 and images[0].shape[2] == 3
+    for img, (x1a, y1a, x2a, y2a, x1b, y1b, x2b, y2b) in zip(images, layout.tiles):
+        # the tile's rectangle cut to the painted region, and the same cut of its source rectangle
+        cx1, cy1, cx2, cy2 = max(x1a, x0), max(y1a, y0), min(x2a, x1), min(y2a, y1)
+        if cx2 <= cx1 or cy2 <= cy1:
+            continue
+        src = img[y1b + cy1 - y1a : y2b - (y2a - cy2), x1b + cx1 - x1a : x2b - (x2a - cx2)]
+        if add_alpha:
+            cv2.cvtColor(src, cv2.COLOR_RGB2RGBA, dst=canvas[cy1:cy2, cx1:cx2])
+        else:
+            canvas[cy1:cy2, cx1:cx2] = src
+    return canvas
+
+
+def mosaic4_targets(targets: list[Targets], layout: MosaicLayout) -> Targets:
+    """The 4 images' targets moved to their canvas rectangles, clipped to the canvas and concatenated."""
+    n = layout.size
+    placed = [
+        warp_targets(tgt, translation(x1a - x1b, y1a - y1b), (n, n))
+        for tgt, (x1a, y1a, _, _, x1b, y1b, _, _) in zip(targets, layout.tiles)
+    ]
+    return _concat(placed, targets[0])
+
+
 def mosaic4(
     images: list[np.ndarray],
     targets: list[Targets],
@@ -65,35 +142,12 @@ def mosaic4(
     if len(images) != 4 or len(targets) != 4:
         raise ValueError(f"mosaic4 needs 4 images and 4 targets, got {len(images)} and {len(targets)}")
     s = int(imgsz)
-    yc = int(rng.uniform(s / 2, 3 * s / 2))
-    xc = int(rng.uniform(s / 2, 3 * s / 2))
+    layout = mosaic4_layout([img.shape[:2] for img in images], rng, s)
     if out is None:
-        canvas = np.full((2 * s, 2 * s, images[0].shape[2]), fill, dtype=np.uint8)
+        canvas = np.empty((2 * s, 2 * s, images[0].shape[2]), dtype=np.uint8)
     else:
         if out.shape[:2] != (2 * s, 2 * s) or out.dtype != np.uint8:
             raise ValueError(f"mosaic4: out must be a ({2 * s}, {2 * s}, C) uint8 buffer, got {out.shape}")
         canvas = out
-        canvas[...] = fill
-    add_alpha = canvas.shape[2] == 4 and images[0].shape[2] == 3
-    placed: list[Targets] = []
-    for i, (img, tgt) in enumerate(zip(images, targets)):
-        h, w = img.shape[:2]
-        if i == 0:  # top-left
-            x1a, y1a, x2a, y2a = max(xc - w, 0), max(yc - h, 0), xc, yc
-            x1b, y1b, x2b, y2b = w - (x2a - x1a), h - (y2a - y1a), w, h
-        elif i == 1:  # top-right
-            x1a, y1a, x2a, y2a = xc, max(yc - h, 0), min(xc + w, 2 * s), yc
-            x1b, y1b, x2b, y2b = 0, h - (y2a - y1a), min(w, x2a - x1a), h
-        elif i == 2:  # bottom-left
-            x1a, y1a, x2a, y2a = max(xc - w, 0), yc, xc, min(2 * s, yc + h)
-            x1b, y1b, x2b, y2b = w - (x2a - x1a), 0, w, min(y2a - y1a, h)
-        else:  # bottom-right
-            x1a, y1a, x2a, y2a = xc, yc, min(xc + w, 2 * s), min(2 * s, yc + h)
-            x1b, y1b, x2b, y2b = 0, 0, min(w, x2a - x1a), min(y2a - y1a, h)
-        if add_alpha:
-            if y2a > y1a and x2a > x1a:
-                cv2.cvtColor(img[y1b:y2b, x1b:x2b], cv2.COLOR_RGB2RGBA, dst=canvas[y1a:y2a, x1a:x2a])
-        else:
-            canvas[y1a:y2a, x1a:x2a] = img[y1b:y2b, x1b:x2b]
-        placed.append(warp_targets(tgt, translation(x1a - x1b, y1a - y1b), (2 * s, 2 * s)))
-    return canvas, _concat(placed, targets[0])
+    paint_mosaic(images, layout, canvas, fill=fill)
+    return canvas, mosaic4_targets(targets, layout)

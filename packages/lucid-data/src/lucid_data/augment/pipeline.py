@@ -19,13 +19,14 @@ from typing import Any
 import cv2
 import numpy as np
 
-from lucid_data.augment.affine import random_affine
+from lucid_data.augment.affine import random_affine, random_affine_matrix, source_region, warp_image
 from lucid_data.augment.copy_paste import copy_paste_flip
 from lucid_data.augment.flip import flip_horizontal, flip_vertical
+from lucid_data.augment.geometry import warp_targets
 from lucid_data.augment.hsv import augment_hsv, augment_hsv_into
 from lucid_data.augment.letterbox import letterbox_train
 from lucid_data.augment.mixup import mixup
-from lucid_data.augment.mosaic import mosaic4
+from lucid_data.augment.mosaic import mosaic4, mosaic4_layout, mosaic4_targets, paint_mosaic
 from lucid_data.targets import Targets
 
 __all__ = ["AugmentConfig", "AugmentPipeline", "ImageLoader"]
@@ -176,15 +177,37 @@ class AugmentPipeline:
             images = [x[0] for x in loaded]
             s = self.imgsz
             if all(im.ndim == 3 and im.shape[2] == 3 and im.dtype == np.uint8 for im in images):
-                canvas, targets = mosaic4(
-                    images,
-                    [x[1] for x in loaded],
+                # mosaic4 + random_affine with the same draws in the same order (centre, then the matrix),
+                # painting only the part of the canvas the warp reads (`source_region`): the same bytes
+                layout = mosaic4_layout([im.shape[:2] for im in images], rng, s)
+                targets = mosaic4_targets([x[1] for x in loaded], layout)
+                n = layout.size
+                m = random_affine_matrix(
                     rng,
-                    s,
-                    fill=c.fill,
-                    out=self._buffer("canvas", (2 * s, 2 * s, 4)),
+                    (n, n),
+                    (s, s),
+                    degrees=c.degrees,
+                    translate=c.translate,
+                    scale=c.scale,
+                    shear=c.shear,
+                    perspective=c.perspective,
                 )
-                return self._affine(canvas, targets, rng, out=self._buffer("warped", (s, s, 4)))
+                canvas = paint_mosaic(
+                    images,
+                    layout,
+                    self._buffer("canvas", (n, n, 4)),
+                    fill=c.fill,
+                    region=source_region(m, (s, s), (n, n)),
+                )
+                warped = warp_image(
+                    canvas,
+                    m,
+                    (s, s),
+                    fill=c.fill,
+                    perspective=bool(c.perspective),
+                    out=self._buffer("warped", (s, s, 4)),
+                )
+                return warped, warp_targets(targets, m, (s, s))
             image, targets = mosaic4(images, [x[1] for x in loaded], rng, s, fill=c.fill)
         else:
             image, targets = self.load(index)
@@ -198,10 +221,13 @@ class AugmentPipeline:
         *,
         mosaic_enabled: bool = True,
         hsv_gains_out: list[np.ndarray] | None = None,
+        owned: bool = True,
     ) -> tuple[np.ndarray, Targets]:
         """One augmented sample. ``hsv_gains_out`` (a list): defer HSV to the batch (``--data.device_hsv``) - the
         gains are drawn from ``rng`` exactly where the worker path draws them (so every later draw is unchanged)
-        and appended to the list instead of being applied (``lucid_data.augment.hsv_torch.augment_hsv_batch``)."""
+        and appended to the list instead of being applied (``lucid_data.augment.hsv_torch.augment_hsv_batch``).
+        ``owned=False``: the image may be a view of this thread's scratch buffer, valid until this thread's next
+        call (the dataset copies it into its CHW tensor at once, which saves a full-image copy)."""
         c = self.config
         if c.mixup == 0 and c.copy_paste == 0:  # the defaults: the buffered RGBA path, same draws and bytes
             image, targets = self._base_rgba(index, rng, mosaic_enabled=mosaic_enabled)
@@ -230,6 +256,7 @@ class AugmentPipeline:
                 c.hsv_v,
                 hsv_buffer=self._buffer("hsv", (h, w, 3)),
                 out=rgb,
+                planes=[self._buffer(f"hsv{k}", (h, w)) for k in range(3)],
             )
             image = hsv if hsv is not None else cv2.cvtColor(image, cv2.COLOR_RGBA2RGB, dst=rgb)
         else:
@@ -240,4 +267,4 @@ class AugmentPipeline:
         if c.fliplr > 0 and rng.random() < c.fliplr:
             image, targets = flip_horizontal(image, targets, self.flip_idx)
             scratch = False
-        return (image.copy() if scratch else image), targets
+        return (image.copy() if scratch and owned else image), targets
