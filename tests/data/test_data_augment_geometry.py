@@ -242,3 +242,33 @@ def test_translated_boxes_equal_their_transformed_corners() -> None:
         keep = candidate_mask(before, after)
         np.testing.assert_array_equal(out.boxes, after[keep].astype(np.float32))
         np.testing.assert_array_equal(out.labels, t.labels[keep])
+
+
+def test_boxes_only_mosaic_placement_equals_warping_each_image() -> None:
+    """`mosaic4_targets` places boxes-only targets in one vectorised pass: the values, order and filter of moving
+    each image's targets with `warp_targets` and concatenating."""
+    from lucid_data.augment.geometry import translation
+    from lucid_data.augment.mosaic import concat_targets, mosaic4_layout, mosaic4_targets
+
+    rng = np.random.default_rng(8)
+    shapes = [(48, 64), (64, 40), (30, 64), (64, 64)]
+    targets = []
+    for k, (h, w) in enumerate(shapes):
+        n = int(rng.integers(0, 6))
+        xy = rng.uniform(0, 1, (n, 4)) * np.array([w, h, w, h])
+        targets.append(
+            Targets(boxes=xy, labels=rng.integers(0, 3, n), iscrowd=rng.random(n) < 0.3, image_id=k)
+        )
+    for draw in range(10):
+        layout = mosaic4_layout(shapes, np.random.default_rng(draw), 64)
+        fast = mosaic4_targets(targets, layout)
+        n = layout.size
+        each = [
+            warp_targets(t, translation(x1a - x1b, y1a - y1b), (n, n))
+            for t, (x1a, y1a, _, _, x1b, y1b, _, _) in zip(targets, layout.tiles)
+        ]
+        slow = concat_targets(each, targets[0])
+        np.testing.assert_array_equal(fast.boxes, slow.boxes)
+        np.testing.assert_array_equal(fast.labels, slow.labels)
+        np.testing.assert_array_equal(fast.iscrowd, slow.iscrowd)
+        assert fast.image_id == slow.image_id == 0 and fast.masks is None

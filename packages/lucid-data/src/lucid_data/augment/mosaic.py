@@ -15,7 +15,7 @@ from typing import NamedTuple
 import cv2
 import numpy as np
 
-from lucid_data.augment.geometry import translation, warp_targets
+from lucid_data.augment.geometry import AREA_THRESHOLD_BOXES, candidate_mask, translation, warp_targets
 from lucid_data.targets import Targets
 
 __all__ = ["MosaicLayout", "mosaic4", "mosaic4_layout", "mosaic4_targets", "paint_mosaic"]
@@ -117,11 +117,35 @@ def paint_mosaic(
 def mosaic4_targets(targets: list[Targets], layout: MosaicLayout) -> Targets:
     """The 4 images' targets moved to their canvas rectangles, clipped to the canvas and concatenated."""
     n = layout.size
+    if all(t.polygons is None and t.keypoints is None and t.rboxes is None for t in targets):
+        return _place_boxes(targets, layout)
     placed = [
         warp_targets(tgt, translation(x1a - x1b, y1a - y1b), (n, n))
         for tgt, (x1a, y1a, _, _, x1b, y1b, _, _) in zip(targets, layout.tiles)
     ]
     return _concat(placed, targets[0])
+
+
+def _place_boxes(targets: list[Targets], layout: MosaicLayout) -> Targets:
+    """Boxes-only targets (detect): the 4 placements as one translate, clip and filter over the concatenation,
+    row for row the values `warp_targets` gives each image (the corners' hull moved, clipped to the canvas, the
+    candidate filter with the boxes' area threshold)."""
+    n = layout.size
+    merged = _concat(targets, targets[0])
+    shifts = np.array(
+        [(x1a - x1b, y1a - y1b) for (x1a, y1a, _, _, x1b, y1b, _, _) in layout.tiles], np.float64
+    )
+    shift = np.repeat(shifts, [len(t) for t in targets], axis=0)
+    b = merged.boxes.astype(np.float64)
+    before = np.concatenate(
+        (np.minimum(b[:, :2], b[:, 2:]) + shift, np.maximum(b[:, :2], b[:, 2:]) + shift), 1
+    )
+    after = before.copy()
+    after[:, 0::2] = after[:, 0::2].clip(0, n)
+    after[:, 1::2] = after[:, 1::2].clip(0, n)
+    merged.boxes = after.astype(np.float32)
+    keep = candidate_mask(before, after, area_thr=AREA_THRESHOLD_BOXES)
+    return merged if keep.all() else merged.select(keep)
 
 
 def mosaic4(
