@@ -3,8 +3,12 @@
 Dataset: `../shared/data/coco8` (train split, 4 COCO images; issue 5). Measured in the same run:
 
 - decode-only: `lucid_data.load_image` of the dataset's files (the floor any pipeline pays without a cache);
-- augmented (default `AugmentConfig`: mosaic 1.0, affine, HSV, flip) through `DetectionDataset`, uncached and with
-  `cache="ram"`, in-process (0 workers) and through a `DataLoader` with 1 and 2 workers (throughput per worker);
+- augmented (default `AugmentConfig`: mosaic 1.0, affine, HSV, flip) through `DetectionDataset`: uncached (the
+  default, which reuses a process's recent decodes, `lucid_data.cache.RecentDecodes`, with the share of loads it
+  answered), decoding every load (`decode_buffer_mib=0`) and with `cache="ram"`; in-process (0 workers) and
+  through a `DataLoader` with 1 and 2 workers (throughput per worker);
+- the first augmented line runs before `lucid_core.allocator.tune_glibc_malloc` (glibc's default thresholds, a
+  fresh page for every big array of every sample), every later one after it, as `YOLODataModule` runs training;
 - all with one OpenCV/torch thread per process, so the numbers are per core;
 - with `--libs`: the pixel kernels of the pipeline in cv2 vs Pillow vs torch (resize, affine warp), the measurement
   behind choosing cv2.
@@ -12,7 +16,9 @@ Dataset: `../shared/data/coco8` (train split, 4 COCO images; issue 5). Measured 
 Every line prints samples/s and the ratio to decode-only. With `--vs-reference` (issue 18) the reference's
 dataset is timed after ours on the same YAML, imgsz, sample count and thread count
 (`../shared/refbench/run.sh data`: mosaic 1.0, default augmentation, in-process, no cache; samples/s of its
-`__getitem__`, as ours here) and the ratios ours/reference of the in-process uncached and cached lines are printed.
+`__getitem__`, as ours here) and the ratios ours/reference of the in-process lines are printed. Its uncached
+dataset also reuses recent decodes: on coco8 (4 images) every load after the first pass is reused on both sides;
+`--data` with many distinct images (e.g. coco8's 4 images copied 50 times) shows the case where they are not.
 `--threads` (default 1) is the OpenCV/torch thread count of the in-process lines and of the reference run;
 workers always run one thread each. Run by hand (not by tests):
 `OMP_NUM_THREADS=1 uv run --no-sync python tools/bench/data.py [--samples 200] [--workers 0 1 2] [--libs]
@@ -30,6 +36,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from lucid_core.allocator import tune_glibc_malloc
 from lucid_data import DetectionDataset, collate, load_dataset, load_image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -149,21 +156,38 @@ def main() -> None:
     print(
         f"data: {args.data} ({len(paths)} train images), imgsz {args.imgsz}, {args.samples} samples per line"
     )
-    print(f"{'decode-only (load_image)':44s} {base:8.1f} samples/s   1.00x")
-    for cache in (None, "ram"):
-        ds = DetectionDataset(source, imgsz=args.imgsz, augment=True, cache=cache)
-        label = "cached" if cache else "uncached"
+    print(f"{'decode-only (load_image)':50s} {base:8.1f} samples/s   1.00x")
+    # first, the process as it starts: glibc's default thresholds (fresh pages for every sample's big arrays)
+    untuned = in_process(
+        DetectionDataset(source, imgsz=args.imgsz, augment=True, decode_buffer_mib=0), args.samples
+    )
+    print(
+        f"{'augmented mosaic, decode every load, untuned':50s} {untuned:8.1f} samples/s   {untuned / base:4.2f}x"
+    )
+    tuned = tune_glibc_malloc()  # what YOLODataModule does (lucid_core.allocator); every line below runs so
+    print(f"glibc malloc thresholds fixed as in training: {tuned}")
+    variants = (
+        ("uncached", {}),  # the default: recent decodes reused (lucid_data.cache.RecentDecodes)
+        ("decode every load", {"decode_buffer_mib": 0}),
+        ("cached", {"cache": "ram"}),
+    )
+    reused = ""
+    for label, options in variants:
+        ds = DetectionDataset(source, imgsz=args.imgsz, augment=True, **options)  # type: ignore[arg-type]
         for workers in args.workers:
             if workers == 0:
                 rate = in_process(ds, args.samples)
                 name = f"augmented mosaic, {label}, in-process"
                 per = rate
                 in_process_rates[label] = rate
+                if ds.recent is not None:
+                    reused = f"  (decode buffer: {ds.recent.hits}/{ds.recent.hits + ds.recent.misses} loads reused)"
             else:
                 rate = through_loader(ds, args.samples, workers)
                 name = f"augmented mosaic, {label}, {workers} worker(s)"
                 per = rate / workers
-            print(f"{name:44s} {rate:8.1f} samples/s   {rate / base:4.2f}x  ({per:.1f}/s per worker)")
+            print(f"{name:50s} {rate:8.1f} samples/s   {rate / base:4.2f}x  ({per:.1f}/s per worker){reused}")
+            reused = ""
     if args.libs:
         compare_libs(load_image(paths[0]))
     if args.vs_reference:
