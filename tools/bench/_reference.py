@@ -18,8 +18,10 @@ import os
 import re
 import resource
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_DIR = Path(os.environ.get("LUCID_SHARED_DIR", REPO_ROOT.parent / "shared"))
@@ -31,11 +33,59 @@ _REF_LINE = re.compile(r"^ref (?P<name>.+?): (?P<value>[-+0-9.eE]+) (?P<unit>\S+
 
 @dataclass(frozen=True)
 class ReferenceFigure:
-    """One ``ref <name>: <value> <unit>`` line of run.sh."""
+    """One ``ref <name>: <value> <unit>`` line of run.sh, with the run's peak resident memory (of its largest
+    process, from ``wait4(2)``: measured from outside, the workload prints none)."""
 
     name: str
     value: float
     unit: str
+    peak_rss_mib: float | None = None
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A command run to completion by :func:`run_measured`."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    peak_rss_mib: float  # the largest ru_maxrss of the command and its waited-for descendants
+
+
+def run_measured(command: list[str], *, env: dict[str, str], timeout: float) -> Finished:
+    """Run ``command``, capture its output and return it with its peak RSS (``os.wait4`` rusage: the maximum over
+    the process and every descendant it waited for, i.e. the largest single process, not a sum). Raises
+    ``subprocess.TimeoutExpired`` (after killing it) past ``timeout`` seconds."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    chunks: dict[str, str] = {}
+
+    def drain(name: str, stream: Any) -> None:
+        chunks[name] = stream.read()
+
+    readers = [
+        threading.Thread(target=drain, args=("out", proc.stdout)),
+        threading.Thread(target=drain, args=("err", proc.stderr)),
+    ]
+    for reader in readers:
+        reader.start()
+    expired: list[bool] = []
+
+    def kill() -> None:
+        expired.append(True)
+        proc.kill()
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+    for reader in readers:
+        reader.join()
+    if expired:
+        raise subprocess.TimeoutExpired(command, timeout)
+    return Finished(proc.returncode, chunks.get("out", ""), chunks.get("err", ""), usage.ru_maxrss / 1024.0)
 
 
 def add_reference_flag(parser: argparse.ArgumentParser) -> None:
@@ -73,9 +123,7 @@ def run_reference(workload: str, *args: str | int | Path, threads: int) -> Refer
     command = [str(RUN_SH), workload, *(str(a) for a in args), "--threads", str(threads)]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=REFERENCE_TIMEOUT_S, env=env, check=False
-        )
+        done = run_measured(command, env=env, timeout=REFERENCE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         print(f"reference {workload}: no figure (run.sh took over {REFERENCE_TIMEOUT_S} s)")
         return None
@@ -84,7 +132,18 @@ def run_reference(workload: str, *args: str | int | Path, threads: int) -> Refer
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         print(f"reference {workload}: no figure (run.sh exit {done.returncode}): {' | '.join(tail)}")
         return None
-    return figures[-1]
+    last = figures[-1]
+    return ReferenceFigure(last.name, last.value, last.unit, done.peak_rss_mib)
+
+
+def print_peak_rss(label: str, ours_mib: float, references: list[ReferenceFigure | None]) -> None:
+    """Peak RSS of ours beside the largest of the reference runs' (each measured from outside by wait4)."""
+    peaks = [r.peak_rss_mib for r in references if r is not None and r.peak_rss_mib is not None]
+    if not peaks:
+        print(f"{label}: ours {ours_mib:.0f} MiB, reference skipped")
+        return
+    ref = max(peaks)
+    print(f"{label}: ours {ours_mib:.0f} MiB, reference {ref:.0f} MiB, ours/reference {ours_mib / ref:.2f}x")
 
 
 def print_pair(label: str, ours: float, reference: ReferenceFigure | None, unit: str) -> float | None:

@@ -40,7 +40,7 @@ from lucid_core.allocator import tune_glibc_malloc
 from lucid_data import DetectionDataset, collate, load_dataset, load_image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _reference import SHARED_DIR, add_reference_flag, print_pair, run_reference
+from _reference import SHARED_DIR, add_reference_flag, peak_rss_mib, print_pair, print_peak_rss, run_reference
 
 DEFAULT_DATA = SHARED_DIR / "data" / "coco8" / "coco8.yaml"
 
@@ -205,6 +205,8 @@ def main() -> None:
             print_pair(
                 f"data mosaic@{args.imgsz} in-process {label} ({args.threads} thr)", rate, ref, "samples/s"
             )
+        # ours: this whole process (every line above, the RAM cache included); the reference: its run (wait4)
+        print_peak_rss(f"peak RSS, data mosaic@{args.imgsz}", peak_rss_mib(), [ref])
 
 
 if __name__ == "__main__":

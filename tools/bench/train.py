@@ -43,7 +43,15 @@ import lightning.pytorch as pl
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _reference import add_reference_flag, peak_rss_mib, print_pair, run_reference
+from _reference import (
+    SHARED_DIR,
+    add_reference_flag,
+    peak_rss_mib,
+    print_pair,
+    print_peak_rss,
+    run_measured,
+    run_reference,
+)
 
 REFERENCE_BOXES_PER_IMAGE = 7  # ../shared/refbench/README.md, train_step
 
@@ -201,6 +209,7 @@ def step_main(args: argparse.Namespace) -> None:
         f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), detect 80 classes, batch {args.batch}, "
         f"{REFERENCE_BOXES_PER_IMAGE} boxes/image, SGD nesterov, median of {args.steps - 1} steps (first excluded)"
     )
+    references = []
     for family in args.families:
         for imgsz in args.sizes:
             eager_loss = None
@@ -235,13 +244,53 @@ def step_main(args: argparse.Namespace) -> None:
                     args.steps,
                     threads=torch.get_num_threads(),
                 )
+                references.append(ref)
                 for name, seconds in ours.items():
                     label = (
                         f"{name} (--model.channels_last)" if name == "channels_last" else f"{name} (default)"
                     )
                     print_pair(f"train_step {family}n bs{args.batch}@{imgsz} {label}", seconds, ref, "s/step")
-    # the reference workloads print no memory figure (../shared/refbench/README.md): ours alone
-    print(f"peak RSS of this benchmark process (ours only): {peak_rss_mib():.0f} MiB")
+    # the workloads print no memory figure (../shared/refbench/README.md): the reference's is its run's wait4 peak
+    label = "peak RSS, train_step (ours: this process, every variant; reference: its largest run)"
+    if args.vs_reference:
+        print_peak_rss(label, peak_rss_mib(), references)
+    else:
+        print(f"peak RSS of this benchmark process (ours only): {peak_rss_mib():.0f} MiB")
+
+
+def fit_rss_main(args: argparse.Namespace) -> None:
+    """``--fit-rss``: peak RSS of a real ``lucid-train fit`` on coco8 (1 epoch, ``--workers`` workers), from
+    outside (wait4: the largest single process, the trainer or a worker). The reference's fit is not a refbench
+    workload, so only its train_step and data peaks can stand beside ours (their benchmarks print them)."""
+    import os
+    import sys
+
+    data = SHARED_DIR / "data" / "coco8" / "coco8.yaml"
+    if not data.is_file():
+        print(f"fit RSS: skipped ({data} not found)")
+        return
+    with tempfile.TemporaryDirectory(prefix="lucid-bench-fit-") as tmp:
+        command = [
+            sys.executable,
+            "-m",
+            "lucid_train.cli",
+            "fit",
+            f"--data.root={data}",
+            "--data.imgsz=640",
+            f"--data.batch_size={args.batch}",
+            f"--data.workers={max(args.workers, 2)}",
+            "--trainer.max_epochs=1",
+            f"--trainer.default_root_dir={tmp}",
+        ]
+        env = {**os.environ, "OMP_NUM_THREADS": str(args.threads or 2)}
+        done = run_measured(command, env=env, timeout=1800)
+        if done.returncode != 0:
+            tail = done.stderr.strip().splitlines()[-3:]
+            raise SystemExit(f"fit RSS: lucid-train fit failed ({done.returncode}): {' | '.join(tail)}")
+        print(
+            f"peak RSS, lucid-train fit coco8 1 epoch bs{args.batch}@640, {max(args.workers, 2)} workers "
+            f"(largest process): {done.peak_rss_mib:.0f} MiB"
+        )
 
 
 def main() -> None:
@@ -276,8 +325,14 @@ def main() -> None:
         action="store_true",
         help="--step: accepted for old command lines (always timed now)",
     )
+    parser.add_argument(
+        "--fit-rss", action="store_true", help="peak RSS of a 1-epoch lucid-train fit on ../shared coco8"
+    )
     add_reference_flag(parser)
     args = parser.parse_args()
+    if args.fit_rss:
+        fit_rss_main(args)
+        return
     if args.step:
         if args.threads:
             torch.set_num_threads(args.threads)
