@@ -47,6 +47,18 @@ def _collate_with_memory(samples: list[dict[str, Any]]) -> dict[str, Any]:
     return batch
 
 
+def _epoch_loader(ds: DetectionDataset) -> DataLoader[Any]:
+    """One epoch's loader: 2 workers forked afresh (not persistent), each batch carrying its worker's memory."""
+    return DataLoader(
+        ds,
+        batch_size=8,
+        shuffle=True,
+        num_workers=2,
+        collate_fn=_collate_with_memory,
+        worker_init_fn=_worker_init,
+    )
+
+
 @pytest.mark.skipif(
     not Path("/proc/self/smaps_rollup").exists(), reason="needs Linux /proc/self/smaps_rollup"
 )
@@ -62,14 +74,7 @@ def test_rss_is_flat_over_epochs_and_workers_share_the_cache(tmp_path: Path) -> 
     main_rss, worker_rss, worker_private_growth = [], [], []
     for epoch in range(EPOCHS + 1):  # epoch 0 warms up allocators and the targets cache
         ds.set_epoch(epoch)
-        loader = DataLoader(
-            ds,
-            batch_size=8,
-            shuffle=True,
-            num_workers=2,
-            collate_fn=_collate_with_memory,
-            worker_init_fn=_worker_init,
-        )
+        loader = _epoch_loader(ds)
         last: list[tuple[dict[str, int], dict[str, int]]] = []
         for batch in loader:
             last.append(batch["worker_memory"])
@@ -91,14 +96,7 @@ def _uncached_worker_memory(data: Path, decode_buffer_mib: float) -> tuple[list[
     worker_rss, worker_private_growth = [], []
     for epoch in range(EPOCHS + 1):
         ds.set_epoch(epoch)
-        loader = DataLoader(
-            ds,
-            batch_size=8,
-            shuffle=True,
-            num_workers=2,
-            collate_fn=_collate_with_memory,
-            worker_init_fn=_worker_init,
-        )
+        loader = _epoch_loader(ds)
         last = [batch["worker_memory"] for batch in loader]
         del loader
         if epoch == 0:

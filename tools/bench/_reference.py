@@ -17,11 +17,11 @@ import argparse
 import os
 import re
 import resource
+import signal
 import subprocess
-import threading
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_DIR = Path(os.environ.get("LUCID_SHARED_DIR", REPO_ROOT.parent / "shared"))
@@ -34,7 +34,7 @@ _REF_LINE = re.compile(r"^ref (?P<name>.+?): (?P<value>[-+0-9.eE]+) (?P<unit>\S+
 @dataclass(frozen=True)
 class ReferenceFigure:
     """One ``ref <name>: <value> <unit>`` line of run.sh, with the run's peak resident memory (of its largest
-    process, from ``wait4(2)``: measured from outside, the workload prints none)."""
+    process, measured from outside by :func:`run_measured`: the workload prints none)."""
 
     name: str
     value: float
@@ -49,43 +49,44 @@ class Finished:
     returncode: int
     stdout: str
     stderr: str
-    peak_rss_mib: float  # the largest ru_maxrss of the command and its waited-for descendants
+    peak_rss_mib: float  # the largest ru_maxrss of the command and its descendants (nan if unreported)
+
+
+_MEASURE = (
+    "import resource, subprocess, sys\n"
+    "rc = subprocess.call(sys.argv[1:])\n"
+    "sys.stderr.write('\\n%s %d\\n' % ('__peak_rss_kib', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+    "sys.exit(rc)\n"
+)
+_PEAK = re.compile(r"^__peak_rss_kib (\d+)$", re.MULTILINE)
 
 
 def run_measured(command: list[str], *, env: dict[str, str], timeout: float) -> Finished:
-    """Run ``command``, capture its output and return it with its peak RSS (``os.wait4`` rusage: the maximum over
-    the process and every descendant it waited for, i.e. the largest single process, not a sum). Raises
-    ``subprocess.TimeoutExpired`` (after killing it) past ``timeout`` seconds."""
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    chunks: dict[str, str] = {}
+    """Run ``command``, capture its output and return it with its peak RSS: the largest ``ru_maxrss`` of the
+    command and its descendants (the largest single process, not a sum).
 
-    def drain(name: str, stream: Any) -> None:
-        chunks[name] = stream.read()
-
-    readers = [
-        threading.Thread(target=drain, args=("out", proc.stdout)),
-        threading.Thread(target=drain, args=("err", proc.stderr)),
-    ]
-    for reader in readers:
-        reader.start()
-    expired: list[bool] = []
-
-    def kill() -> None:
-        expired.append(True)
-        proc.kill()
-
-    timer = threading.Timer(timeout, kill)
-    timer.start()
+    The command runs under a small Python launcher that reports ``getrusage(RUSAGE_CHILDREN)``: a process forked
+    from this (large) benchmark process inherits its resident size as its high-water mark at ``exec``, so the
+    figure must come from children of a process that is small when it forks. Past ``timeout`` seconds the whole
+    process group is killed and ``subprocess.TimeoutExpired`` raised.
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _MEASURE, *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
-        _, status, usage = os.wait4(proc.pid, 0)
-    finally:
-        timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-    for reader in readers:
-        reader.join()
-    if expired:
-        raise subprocess.TimeoutExpired(command, timeout)
-    return Finished(proc.returncode, chunks.get("out", ""), chunks.get("err", ""), usage.ru_maxrss / 1024.0)
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    peaks = _PEAK.findall(err)
+    err = _PEAK.sub("", err).rstrip("\n")
+    return Finished(proc.returncode, out, err, int(peaks[-1]) / 1024.0 if peaks else float("nan"))
 
 
 def add_reference_flag(parser: argparse.ArgumentParser) -> None:
@@ -137,7 +138,7 @@ def run_reference(workload: str, *args: str | int | Path, threads: int) -> Refer
 
 
 def print_peak_rss(label: str, ours_mib: float, references: list[ReferenceFigure | None]) -> None:
-    """Peak RSS of ours beside the largest of the reference runs' (each measured from outside by wait4)."""
+    """Peak RSS of ours beside the largest of the reference runs' (each measured from outside, `run_measured`)."""
     peaks = [r.peak_rss_mib for r in references if r is not None and r.peak_rss_mib is not None]
     if not peaks:
         print(f"{label}: ours {ours_mib:.0f} MiB, reference skipped")

@@ -205,7 +205,7 @@ def main() -> None:
             print_pair(
                 f"data mosaic@{args.imgsz} in-process {label} ({args.threads} thr)", rate, ref, "samples/s"
             )
-        # ours: this whole process (every line above, the RAM cache included); the reference: its run (wait4)
+        # ours: this whole process (every line above, the RAM cache included); the reference: its run (run_measured)
         print_peak_rss(f"peak RSS, data mosaic@{args.imgsz}", peak_rss_mib(), [ref])
 
 

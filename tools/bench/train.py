@@ -250,7 +250,7 @@ def step_main(args: argparse.Namespace) -> None:
                         f"{name} (--model.channels_last)" if name == "channels_last" else f"{name} (default)"
                     )
                     print_pair(f"train_step {family}n bs{args.batch}@{imgsz} {label}", seconds, ref, "s/step")
-    # the workloads print no memory figure (../shared/refbench/README.md): the reference's is its run's wait4 peak
+    # the workloads print no memory figure (../shared/refbench/README.md): the reference's is its run's peak (run_measured)
     label = "peak RSS, train_step (ours: this process, every variant; reference: its largest run)"
     if args.vs_reference:
         print_peak_rss(label, peak_rss_mib(), references)
@@ -260,7 +260,7 @@ def step_main(args: argparse.Namespace) -> None:
 
 def fit_rss_main(args: argparse.Namespace) -> None:
     """``--fit-rss``: peak RSS of a real ``lucid-train fit`` on coco8 (1 epoch, ``--workers`` workers), from
-    outside (wait4: the largest single process, the trainer or a worker). The reference's fit is not a refbench
+    outside (`run_measured`: the largest single process, the trainer or a worker). The reference's fit is not a refbench
     workload, so only its train_step and data peaks can stand beside ours (their benchmarks print them)."""
     import os
     import sys
