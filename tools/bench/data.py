@@ -19,6 +19,8 @@ dataset is timed after ours on the same YAML, imgsz, sample count and thread cou
 `__getitem__`, as ours here) and the ratios ours/reference of the in-process lines are printed. Its uncached
 dataset also reuses recent decodes: on coco8 (4 images) every load after the first pass is reused on both sides;
 `--data` with many distinct images (e.g. coco8's 4 images copied 50 times) shows the case where they are not.
+The peak RSS of this process is printed beside the reference run's (measured from outside,
+`_reference.run_measured`).
 `--threads` (default 1) is the OpenCV/torch thread count of the in-process lines and of the reference run;
 workers always run one thread each. Run by hand (not by tests):
 `OMP_NUM_THREADS=1 uv run --no-sync python tools/bench/data.py [--samples 200] [--workers 0 1 2] [--libs]

@@ -26,7 +26,12 @@ eager one and ``--compile`` adds that variant, each with the first
 step's loss of each variant relative to eager. ``--vs-reference`` then runs
 ``../shared/refbench/run.sh train_step`` with the same family, batch, size, steps and ``--threads`` and prints
 both figures and the ratio ours/reference of the step time (lower is better):
-``uv run --no-sync python tools/bench/train.py --step --threads 2 --sizes 640 --vs-reference``.
+``uv run --no-sync python tools/bench/train.py --step --threads 2 --sizes 640 --vs-reference``. With it, the peak
+RSS of this process (every variant) is printed beside the largest reference run's (measured from outside,
+``_reference.run_measured``).
+
+``--fit-rss`` runs a real ``lucid-train fit`` on ``../shared/data/coco8`` (1 epoch, ``--batch``, 2 workers) and
+prints its peak RSS (the largest single process); the reference's fit is not a refbench workload.
 """
 
 from __future__ import annotations
