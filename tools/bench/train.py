@@ -26,7 +26,9 @@ eager one and ``--compile`` adds that variant, each with the first
 step's loss of each variant relative to eager. ``--vs-reference`` then runs
 ``../shared/refbench/run.sh train_step`` with the same family, batch, size, steps and ``--threads`` and prints
 both figures and the ratio ours/reference of the step time (lower is better):
-``uv run --no-sync python tools/bench/train.py --step --threads 2 --sizes 640 --vs-reference``. With it, the peak
+``uv run --no-sync python tools/bench/train.py --step --threads 2 --sizes 640 --vs-reference [--pairs 3]``
+(``--pairs N``: ours and the reference N times in turn, then the median ratio and its range: single pairs on a
+shared machine drift by tens of percent between the two halves). With ``--vs-reference``, the peak
 RSS of this process (every variant) is printed beside the largest reference run's (measured from outside,
 ``_reference.run_measured``).
 
@@ -205,6 +207,32 @@ def core_step(
     return statistics.median(times), first_loss, medians
 
 
+def _time_variants(
+    args: argparse.Namespace, family: str, imgsz: int, variants: list[tuple[str, bool, bool]]
+) -> dict[str, float]:
+    """Seconds per step of each variant (printed with its first loss relative to eager and its stages)."""
+    eager_loss = None
+    ours = {}
+    for name, compiled, channels_last in variants:
+        seconds, loss, stages = core_step(
+            family,
+            args.batch,
+            imgsz,
+            args.steps,
+            compile_network=compiled,
+            channels_last=channels_last,
+            profile=args.profile,
+        )
+        eager_loss = loss if eager_loss is None else eager_loss
+        ours[name] = seconds
+        split = "  ".join(f"{k} {1e3 * v:.0f} ms" for k, v in stages.items()) if args.profile else ""
+        print(
+            f"{family}n bs{args.batch}@{imgsz} {name:13s} {seconds:.3f} s/step  first loss {loss:.6f} "
+            f"(rel. to eager {abs(loss - eager_loss) / max(abs(eager_loss), 1e-12):.1e})  {split}"
+        )
+    return ours
+
+
 def step_main(args: argparse.Namespace) -> None:
     # the eager step (lucid-train's default) and the opt-in --model.channels_last, always both
     variants = [("eager", False, False), ("channels_last", False, True)]
@@ -215,28 +243,14 @@ def step_main(args: argparse.Namespace) -> None:
         f"{REFERENCE_BOXES_PER_IMAGE} boxes/image, SGD nesterov, median of {args.steps - 1} steps (first excluded)"
     )
     references = []
+    rounds = max(args.pairs, 1) if args.vs_reference else 1
     for family in args.families:
         for imgsz in args.sizes:
-            eager_loss = None
-            ours = {}
-            for name, compiled, channels_last in variants:
-                seconds, loss, stages = core_step(
-                    family,
-                    args.batch,
-                    imgsz,
-                    args.steps,
-                    compile_network=compiled,
-                    channels_last=channels_last,
-                    profile=args.profile,
-                )
-                eager_loss = loss if eager_loss is None else eager_loss
-                ours[name] = seconds
-                split = "  ".join(f"{k} {1e3 * v:.0f} ms" for k, v in stages.items()) if args.profile else ""
-                print(
-                    f"{family}n bs{args.batch}@{imgsz} {name:13s} {seconds:.3f} s/step  first loss {loss:.6f} "
-                    f"(rel. to eager {abs(loss - eager_loss) / max(abs(eager_loss), 1e-12):.1e})  {split}"
-                )
-            if args.vs_reference:
+            ratios: dict[str, list[float]] = {}
+            for _ in range(rounds):  # ours, then the reference, again: a drifting machine shows in the spread
+                ours = _time_variants(args, family, imgsz, variants)
+                if not args.vs_reference:
+                    continue
                 ref = run_reference(
                     "train_step",
                     "--family",
@@ -254,7 +268,19 @@ def step_main(args: argparse.Namespace) -> None:
                     label = (
                         f"{name} (--model.channels_last)" if name == "channels_last" else f"{name} (default)"
                     )
-                    print_pair(f"train_step {family}n bs{args.batch}@{imgsz} {label}", seconds, ref, "s/step")
+                    ratio = print_pair(
+                        f"train_step {family}n bs{args.batch}@{imgsz} {label}", seconds, ref, "s/step"
+                    )
+                    if ratio is not None:
+                        ratios.setdefault(name, []).append(ratio)
+            if rounds > 1 and ratios:
+                summary = ", ".join(
+                    f"{name} {statistics.median(r):.2f}x (range {min(r):.2f}-{max(r):.2f})"
+                    for name, r in ratios.items()
+                )
+                print(
+                    f"train_step {family}n bs{args.batch}@{imgsz}: median ours/reference of {rounds} pairs: {summary}"
+                )
     # the workloads print no memory figure (../shared/refbench/README.md): the reference's is its run's peak (run_measured)
     label = "peak RSS, train_step (ours: this process, every variant; reference: its largest run)"
     if args.vs_reference:
@@ -329,6 +355,12 @@ def main() -> None:
         "--channels-last",
         action="store_true",
         help="--step: accepted for old command lines (always timed now)",
+    )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=1,
+        help="--step --vs-reference: time ours and the reference this many times in turn; print the median ratio",
     )
     parser.add_argument(
         "--fit-rss", action="store_true", help="peak RSS of a 1-epoch lucid-train fit on ../shared coco8"
