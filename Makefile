@@ -46,7 +46,7 @@ bench: setup
 	@# issue 18: ours and the reference (../shared/refbench, a black box) back to back on 2 threads, with ratios
 	@if [ -x "$(REFBENCH)/run.sh" ]; then \
 		set -e; export OMP_NUM_THREADS=2; \
-		$(UV) run --locked python tools/bench/data.py --threads 2 --workers 0 --samples 200 --vs-reference; \
+		$(UV) run --locked python tools/bench/data.py --threads 2 --workers 0 --samples 200 --vs-reference --pairs 3; \
 		$(UV) run --locked python tools/bench/train.py --step --threads 2 --sizes 640 --steps 4 --profile --vs-reference --pairs 3; \
 		$(UV) run --locked python tools/bench/infer.py --threads 2 --vs-reference; \
 		$(UV) run --locked python tools/bench/predict.py --threads 2 --vs-reference; \

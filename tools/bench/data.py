@@ -24,12 +24,14 @@ The peak RSS of this process is printed beside the reference run's (measured fro
 `--threads` (default 1) is the OpenCV/torch thread count of the in-process lines and of the reference run;
 workers always run one thread each. Run by hand (not by tests):
 `OMP_NUM_THREADS=1 uv run --no-sync python tools/bench/data.py [--samples 200] [--workers 0 1 2] [--libs]
-[--threads 2 --vs-reference]`.
+[--threads 2 --vs-reference [--pairs 3]]` (`--pairs N`: the in-process lines and the reference N times in turn,
+then the median ratio and its range).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -144,6 +146,12 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="OpenCV/torch threads in-process (and reference)"
     )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=1,
+        help="--vs-reference: time the in-process lines and the reference this many times in turn; median ratio",
+    )
     add_reference_flag(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -174,8 +182,10 @@ def main() -> None:
         ("cached", {"cache": "ram"}),
     )
     reused = ""
+    datasets = {}
     for label, options in variants:
         ds = DetectionDataset(source, imgsz=args.imgsz, augment=True, **options)  # type: ignore[arg-type]
+        datasets[label] = ds
         for workers in args.workers:
             if workers == 0:
                 rate = in_process(ds, args.samples)
@@ -193,22 +203,39 @@ def main() -> None:
     if args.libs:
         compare_libs(load_image(paths[0]))
     if args.vs_reference:
-        ref = run_reference(
-            "data",
-            "--data",
-            args.data,
-            "--imgsz",
-            args.imgsz,
-            "--samples",
-            args.samples,
-            threads=args.threads,
-        )
-        for label, rate in in_process_rates.items():
-            print_pair(
-                f"data mosaic@{args.imgsz} in-process {label} ({args.threads} thr)", rate, ref, "samples/s"
+        references = []
+        ratios: dict[str, list[float]] = {}
+        for round_ in range(max(args.pairs, 1)):  # ours, then the reference, again (the machine drifts)
+            if round_:
+                in_process_rates = {label: in_process(ds, args.samples) for label, ds in datasets.items()}
+            ref = run_reference(
+                "data",
+                "--data",
+                args.data,
+                "--imgsz",
+                args.imgsz,
+                "--samples",
+                args.samples,
+                threads=args.threads,
             )
-        # ours: this whole process (every line above, the RAM cache included); the reference: its run (run_measured)
-        print_peak_rss(f"peak RSS, data mosaic@{args.imgsz}", peak_rss_mib(), [ref])
+            references.append(ref)
+            for label, rate in in_process_rates.items():
+                ratio = print_pair(
+                    f"data mosaic@{args.imgsz} in-process {label} ({args.threads} thr)",
+                    rate,
+                    ref,
+                    "samples/s",
+                )
+                if ratio is not None:
+                    ratios.setdefault(label, []).append(ratio)
+        if args.pairs > 1 and ratios:
+            summary = ", ".join(
+                f"{label} {statistics.median(r):.2f}x (range {min(r):.2f}-{max(r):.2f})"
+                for label, r in ratios.items()
+            )
+            print(f"data mosaic@{args.imgsz}: median ours/reference of {args.pairs} pairs: {summary}")
+        # ours: this whole process (every line above, the RAM cache included); the reference: its runs
+        print_peak_rss(f"peak RSS, data mosaic@{args.imgsz}", peak_rss_mib(), references)
 
 
 if __name__ == "__main__":
