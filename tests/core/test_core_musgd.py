@@ -165,3 +165,28 @@ def test_musgd_sgd_part_with_a_parameter_joining_later_equals_torch_sgd() -> Non
         ref.step()
     for p, r in zip(ours, refs, strict=True):
         torch.testing.assert_close(p, r, rtol=0, atol=1e-7)
+
+
+@pytest.mark.parametrize(("ns_dtype", "cast"), [("float32", "bfloat16"), ("bfloat16", "float16")])
+def test_muon_step_inside_autocast_equals_the_step_outside(ns_dtype: str, cast: str) -> None:
+    """A manual-optimization training step runs the optimizer inside Lightning's autocast; Newton–Schulz must still
+        compute in its own dtype (autocast would turn float32 bmm into bfloat16, the reference's bfloat16 into float16
+    as under ``16-mixed``), so the step is the same bytes."""
+    torch.manual_seed(3)
+    matrices = torch.randn(2, 24, 40)
+    with torch.autocast("cpu", dtype=getattr(torch, cast)):
+        inside = newton_schulz5(matrices, dtype=getattr(torch, ns_dtype))
+    assert torch.equal(inside, newton_schulz5(matrices, dtype=getattr(torch, ns_dtype)))
+
+    def stepped(autocast: bool) -> torch.Tensor:
+        torch.manual_seed(4)
+        weight = torch.nn.Parameter(torch.randn(16, 8, 3, 3))
+        weight.grad = torch.randn_like(weight)
+        optimizer = MuSGD(
+            [{"params": [weight], "use_muon": True}], lr=0.1, momentum=0.9, nesterov=True, ns_dtype=ns_dtype
+        )
+        with torch.autocast("cpu", dtype=getattr(torch, cast), enabled=autocast):
+            optimizer.step()
+        return weight.detach().clone()
+
+    assert torch.equal(stepped(True), stepped(False))

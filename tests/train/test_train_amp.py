@@ -167,3 +167,42 @@ def test_cpu_accelerator_on_a_cuda_host_gets_the_cpu_precision(
         [*args, "--trainer.accelerator", "cpu", "--trainer.precision", "bf16-mixed"], run=False
     )
     assert bf16.trainer.precision == "bf16-mixed"  # an explicit other precision is left alone
+
+
+class _RecordAutocast(pl.Callback):
+    """Whether CPU autocast is on in the forward (a hook on the network) and in the optimizer step (the hook Lightning
+    calls inside ``optimizer.step()``)."""
+
+    def __init__(self) -> None:
+        self.forward: list[bool] = []
+        self.step: list[bool] = []
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        pl_module.model.register_forward_hook(
+            lambda *_: self.forward.append(torch.is_autocast_enabled("cpu"))
+        )
+
+    def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: Any, optimizer: Any) -> None:
+        self.step.append(torch.is_autocast_enabled("cpu"))
+
+
+def test_the_optimizer_step_runs_outside_the_forward_autocast(shapes: Path, tmp_path: Path) -> None:
+    """Under ``bf16-mixed`` the forward is autocast but the manual optimizer step (MuSGD's Newton–Schulz, the clip)
+    and the EMA are not, as in the reference, whose optimizer step runs outside autocast."""
+    torch.set_num_threads(1)
+    pl.seed_everything(0, verbose=False)
+    data = tiny_data(shapes, batch_size=4)
+    module = tiny_module(data, family="yolo26", optimizer={"name": "MuSGD", "nominal_batch": 4})
+    record = _RecordAutocast()
+    trainer = tiny_trainer(
+        tmp_path / "bf16",
+        max_epochs=1,
+        limit_train_batches=2,
+        limit_val_batches=0,
+        callbacks=[record],
+        precision="bf16-mixed",
+    )
+    trainer.fit(module, datamodule=data)
+    assert record.forward and all(record.forward)
+    assert record.step == [False, False]
+    assert module.ema_updates == 2

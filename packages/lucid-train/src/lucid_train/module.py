@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from lucid_train.accel import accel_flags, attach_accel, train_forward
 from lucid_train.errors import NonFiniteLossError, TrainingSetupError
-from lucid_train.precision import float32_output, keep_batchnorm_float32
+from lucid_train.precision import autocast_off, float32_output, keep_batchnorm_float32
 from lucid_train.recipe import (
     EMAConfig,
     LossConfig,
@@ -511,10 +511,14 @@ class YOLOLitModule(pl.LightningModule):
         self.manual_backward(self.backward_loss(total))
 
         if iteration - self.last_opt_step >= self._accumulate_at(iteration, nb) or batch_idx == nb - 1:
-            self._apply_schedule(optimizer.optimizer, iteration, epoch, nb)
-            optimizer.step()  # runs on_before_optimizer_step (the clip) after the AMP scaler's unscale_
-            optimizer.zero_grad(set_to_none=True)
-            self._update_ema()
+            # Lightning runs training_step (so this manual step) under the precision's autocast; the optimizer's own
+            # matrix products (MuSGD's Newton-Schulz) and the EMA must not be cast, as in the reference, whose
+            # optimizer step runs outside autocast
+            with autocast_off(self.device.type):
+                self._apply_schedule(optimizer.optimizer, iteration, epoch, nb)
+                optimizer.step()  # runs on_before_optimizer_step (the clip) after the AMP scaler's unscale_
+                optimizer.zero_grad(set_to_none=True)
+                self._update_ema()
             self.last_opt_step = iteration
 
         self._epoch_item_sums = items if self._epoch_item_sums is None else self._epoch_item_sums + items

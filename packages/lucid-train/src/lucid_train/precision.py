@@ -8,6 +8,7 @@ offers :func:`float32_output` to lift a model's training output to float32 befor
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass, replace
@@ -78,3 +79,14 @@ def default_precision(cuda_available: bool | None = None) -> str:
     if cuda_available is None:
         cuda_available = bool(torch.cuda.is_available())
     return "16-mixed" if cuda_available else "32-true"
+
+
+def autocast_off(device_type: str) -> contextlib.AbstractContextManager[Any]:
+    """Autocast switched off on ``device_type`` (a no-op context where torch has no autocast for it).
+
+    The module's manual optimizer step runs inside Lightning's ``training_step`` autocast; the optimizer's matrix
+    products (MuSGD's Newton–Schulz), the clip and the EMA run outside it, as the reference's optimizer step does.
+    """
+    if device_type in ("cpu", "cuda"):
+        return torch.autocast(device_type=device_type, enabled=False)
+    return contextlib.nullcontext()

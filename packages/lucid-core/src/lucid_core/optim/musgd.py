@@ -45,7 +45,14 @@ def newton_schulz5(
     X is cast to ``dtype`` (bfloat16 = the reference), normalised by its Frobenius norm (+ eps) per matrix,
     transposed when r > c, and iterated ``A = X Xᵀ; B = b·A + c·A·A; X = a·X + B·X`` with both updates as one
     fused ``baddbmm`` (needed for the reference's bf16 rounding). Returns ``dtype`` of the input's shape.
+
+    Runs with autocast off: inside an autocast region (a manual-optimization ``training_step`` under ``16-mixed``)
+    ``bmm``/``baddbmm`` would otherwise be cast to float16 or bfloat16 whatever ``dtype`` says.
     """
+    device_type = matrix.device.type
+    if device_type in ("cpu", "cuda") and torch.is_autocast_enabled(device_type):
+        with torch.autocast(device_type=device_type, enabled=False):
+            return newton_schulz5(matrix, steps, eps, dtype)
     if matrix.ndim not in (2, 3):
         raise ValueError(
             f"newton_schulz5: expected a (r, c) or (n, r, c) tensor, got shape {tuple(matrix.shape)}"
