@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -79,6 +80,22 @@ def test_polygons_corner_order_and_hull() -> None:
     r = math.sqrt(2)
     assert torch.allclose(rboxes_to_xyxy(rb)[1], torch.tensor([-r, -r, r, r]), atol=1e-6)
     assert torch.allclose(rboxes_to_xyxy(rb)[0], torch.tensor([6.0, 18.0, 14.0, 22.0]))
+
+
+def test_rboxes_to_polygons_numpy_arrays_stay_numpy_in_their_dtype() -> None:
+    """One definition for tensors and arrays: an array is answered with NumPy in its dtype (the data pipeline's
+    float64 labels keep NumPy's cos/sin bits), a tensor with torch; the two agree to float64 rounding."""
+    rng = np.random.default_rng(0)
+    rb = np.concatenate(
+        [rng.uniform(0, 640, (64, 2)), rng.uniform(1, 200, (64, 2)), rng.uniform(-4, 4, (64, 1))], 1
+    )
+    corners = rboxes_to_polygons(rb)
+    assert isinstance(corners, np.ndarray) and corners.dtype == np.float64 and corners.shape == (64, 4, 2)
+    by_torch = rboxes_to_polygons(torch.from_numpy(rb)).numpy()
+    assert np.abs(corners - by_torch).max() < 1e-9
+    assert rboxes_to_polygons(rb.astype(np.float32)).dtype == np.float32
+    with pytest.raises(ValueError, match="last dimension 5"):
+        rboxes_to_polygons(rb[:, :4])
 
 
 def test_polygons_to_rboxes_round_trip() -> None:

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from lucid_core.assign.task_aligned import TaskAlignedAssigner
-from lucid_core.geometry.rotated import probiou
+from lucid_core.geometry.rotated import probiou, rboxes_to_polygons
 
 PROBIOU_FLOOR_ASSIGNER = 0.0  # fixture README constants: probiou_floor_assigner
 
@@ -50,13 +50,8 @@ class RotatedTaskAlignedAssigner(TaskAlignedAssigner):
         if self.small_target_stride is not None:
             widen = (size < self.small_target_stride) & (real > 0)
             size = torch.where(widen, torch.full_like(size, self.small_target_stride), size)
-        cos, sin = torch.cos(theta), torch.sin(theta)
-        half_w, half_h = size[..., :1] / 2, size[..., 1:] / 2
-        v1 = torch.cat((half_w * cos, half_w * sin), -1)
-        v2 = torch.cat((-half_h * sin, half_h * cos), -1)
-        p1 = (centre + v1) + v2
-        p2 = (centre + v1) - v2
-        p4 = (centre - v1) + v2
+        corners = rboxes_to_polygons(torch.cat((centre, size, theta), -1))  # (B, M, 4, 2)
+        p1, p2, p4 = corners[..., 0, :], corners[..., 1, :], corners[..., 3, :]
         e1 = (p2 - p1).unsqueeze(2)  # (B, M, 1, 2)
         e2 = (p4 - p1).unsqueeze(2)
         q = anc_points.view(1, 1, -1, 2) - p1.unsqueeze(2)  # (B, M, A, 2)

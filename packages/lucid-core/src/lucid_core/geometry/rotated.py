@@ -7,19 +7,25 @@ Detection", 2021), with eps = 1e-7 placed exactly as written there; the literal 
 variance ``floor`` follow section "obb_loss_*.pt" ("ProbIoU"), which is the same value with bit-exact gradients. Angles are radians; the corner order is
 ``c + v1 + v2, c + v1 − v2, c − v1 − v2, c − v1 + v2`` with ``v1 = (w/2·cosθ, w/2·sinθ)`` and
 ``v2 = (−h/2·sinθ, h/2·cosθ)`` (same README section).
+
+:func:`rboxes_to_polygons` is the one definition of those corners in the project: the assigner, the evaluators,
+the data pipeline (``lucid_data``'s readers and augmentation) and the drawings (``lucid_viz``) all call it, on
+tensors or on NumPy arrays.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any, overload
 
+import numpy as np
 import torch
 from torch import Tensor
 
 PROBIOU_EPS = 1e-7
 
 
-def _check_rboxes(name: str, boxes: Tensor) -> None:
+def _check_rboxes(name: str, boxes: Tensor | np.ndarray) -> None:
     if boxes.ndim < 1 or boxes.shape[-1] != 5:
         raise ValueError(
             f"{name}: expected rotated boxes with last dimension 5 (cx, cy, w, h, theta), got {tuple(boxes.shape)}"
@@ -96,15 +102,26 @@ def probiou(
     return _probiou_broadcast(boxes1, boxes2, eps, floor)
 
 
-def rboxes_to_polygons(rboxes: Tensor) -> Tensor:
-    """``(..., 5)`` rotated boxes → ``(..., 4, 2)`` corners ``c+v1+v2, c+v1−v2, c−v1−v2, c−v1+v2``."""
+@overload
+def rboxes_to_polygons(rboxes: Tensor) -> Tensor: ...
+@overload
+def rboxes_to_polygons(rboxes: np.ndarray) -> np.ndarray: ...
+def rboxes_to_polygons(rboxes: Tensor | np.ndarray) -> Tensor | np.ndarray:
+    """``(..., 5)`` rotated boxes → ``(..., 4, 2)`` corners ``c+v1+v2, c+v1−v2, c−v1−v2, c−v1+v2``.
+
+    A tensor is computed with torch (autograd flows through), a NumPy array with NumPy in its own dtype: the data
+    pipeline's float64 labels keep NumPy's ``cos``/``sin``, whose last bit can differ from torch's vectorised
+    ones, so the augmentation bytes do not depend on which library a caller happens to use.
+    """
     _check_rboxes("rboxes", rboxes)
+    xp: Any = np if isinstance(rboxes, np.ndarray) else torch
     ctr = rboxes[..., :2]
     w, h, theta = rboxes[..., 2:3], rboxes[..., 3:4], rboxes[..., 4:5]
-    cos, sin = torch.cos(theta), torch.sin(theta)
-    v1 = torch.cat((w / 2 * cos, w / 2 * sin), -1)
-    v2 = torch.cat((-h / 2 * sin, h / 2 * cos), -1)
-    return torch.stack((ctr + v1 + v2, ctr + v1 - v2, ctr - v1 - v2, ctr - v1 + v2), -2)
+    cos, sin = xp.cos(theta), xp.sin(theta)
+    v1 = xp.concatenate((w / 2 * cos, w / 2 * sin), -1)
+    v2 = xp.concatenate((-h / 2 * sin, h / 2 * cos), -1)
+    corners: Tensor | np.ndarray = xp.stack((ctr + v1 + v2, ctr + v1 - v2, ctr - v1 - v2, ctr - v1 + v2), -2)
+    return corners
 
 
 def polygons_to_xyxy(polygons: Tensor) -> Tensor:

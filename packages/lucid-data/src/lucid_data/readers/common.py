@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lucid_data.readers.geometry import min_area_rboxes
+from lucid_data.readers.geometry import min_area_rboxes, rboxes_to_corners
 
 __all__ = [
     "LabelError",
@@ -56,15 +56,9 @@ def corners_to_rbox(corners: np.ndarray) -> np.ndarray:
 
 
 def rbox_to_corners(rboxes: np.ndarray) -> np.ndarray:
-    """(M, 5) (cx, cy, w, h, θ) → (M, 4, 2) corners c+v1+v2, c+v1−v2, c−v1−v2, c−v1+v2."""
-    rb = np.asarray(rboxes, dtype=np.float64).reshape(-1, 5)
-    c = rb[:, None, :2]
-    cos, sin = np.cos(rb[:, 4]), np.sin(rb[:, 4])
-    v1 = np.stack([rb[:, 2] / 2 * cos, rb[:, 2] / 2 * sin], -1)[:, None]
-    v2 = np.stack([-rb[:, 3] / 2 * sin, rb[:, 3] / 2 * cos], -1)[:, None]
-    signs = np.array([[1, 1], [1, -1], [-1, -1], [-1, 1]], dtype=np.float64)[None, :, :, None]
-    pts = c + signs[:, :, 0] * v1 + signs[:, :, 1] * v2
-    return pts.astype(np.float32)
+    """(M, 5) (cx, cy, w, h, θ) → (M, 4, 2) float32 corners c+v1+v2, c+v1−v2, c−v1−v2, c−v1+v2 (computed in float64,
+    `lucid_data.readers.geometry.rboxes_to_corners`)."""
+    return rboxes_to_corners(rboxes).astype(np.float32)
 
 
 def polygon_area(poly: np.ndarray) -> float:

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lucid_core.geometry.rotated import rboxes_to_polygons
+
 __all__ = [
     "THETA_MAX",
     "THETA_MIN",
@@ -121,12 +123,6 @@ def min_area_rboxes(polygons: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
 
 
 def rboxes_to_corners(rboxes: np.ndarray) -> np.ndarray:
-    """(N, 5) (cx, cy, w, h, θ) → (N, 4, 2) float64 corners c+v1+v2, c+v1−v2, c−v1−v2, c−v1+v2."""
-    r = np.asarray(rboxes, dtype=np.float64).reshape(-1, 5)
-    c = r[:, None, :2]
-    cos, sin = np.cos(r[:, 4]), np.sin(r[:, 4])
-    v1 = np.stack((r[:, 2] / 2 * cos, r[:, 2] / 2 * sin), -1)[:, None]
-    v2 = np.stack((-r[:, 3] / 2 * sin, r[:, 3] / 2 * cos), -1)[:, None]
-    signs = np.array([[1, 1], [1, -1], [-1, -1], [-1, 1]], dtype=np.float64)
-    corners: np.ndarray = c + signs[None, :, :1] * v1 + signs[None, :, 1:] * v2
-    return corners
+    """(N, 5) (cx, cy, w, h, θ) → (N, 4, 2) float64 corners c+v1+v2, c+v1−v2, c−v1−v2, c−v1+v2
+    (``lucid_core.geometry.rotated.rboxes_to_polygons`` on the float64 array)."""
+    return rboxes_to_polygons(np.asarray(rboxes, dtype=np.float64).reshape(-1, 5))
