@@ -247,11 +247,12 @@ def test_fused_assigner_equals_eager_on_the_public_fixture(shared_dir: Path) -> 
         assert not notices.reasons, (name, notices.reasons)
 
 
-def test_an_assigner_with_its_own_pipeline_stays_native() -> None:
-    class OwnPipeline(TaskAlignedAssigner):
-        def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            return super().__call__(*args, **kwargs)
+@pytest.mark.parametrize("method", ["__call__", "assign"])
+def test_an_assigner_with_its_own_pipeline_stays_native(method: str) -> None:
+    def own(self: TaskAlignedAssigner, *args: Any, **kwargs: Any) -> Any:
+        return getattr(super(OwnPipeline, self), method)(*args, **kwargs)
 
+    OwnPipeline = type("OwnPipeline", (TaskAlignedAssigner,), {method: own})
     notices = FallbackNotices()
     fused = FusedAssigner(OwnPipeline(num_classes=5), notices)
     inputs = _batch(6)

@@ -3,8 +3,9 @@
 :class:`FusedAssigner` wraps a ``lucid_core.assign.TaskAlignedAssigner`` (it is installed in place of a loss's
 ``assigner`` by :func:`fuse_assigners`) and runs the assigner's own steps (``shared/fixtures/README.md``, section
 "assigner_public.pt"), with the candidate test + class-score gather, the alignment metric and the conflict
-resolution replaced by the kernels of :mod:`lucid_accel.kernels.assign`. The overlap (the task seam ``overlaps``),
-top-k and target building are the wrapped assigner's / native. A task variant that overrides the candidate test
+resolution replaced by the kernels of :mod:`lucid_accel.kernels.assign`: it passes itself as the ``stages`` of
+the wrapped assigner's ``assign`` (``lucid_core.assign.DenseStages``), so the overlap (the task seam ``overlaps``),
+top-k and target building are the wrapped assigner's own code, not a copy. A task variant that overrides the candidate test
 keeps its own test (only the gather, metric and conflict kernels apply).
 
 The native assigner runs instead — with one warning — when the kernels do not apply: no Triton, a non-CUDA device
@@ -47,7 +48,8 @@ class FusedAssigner:
             return "disabled after a failed launch"
         from lucid_core.assign import TaskAlignedAssigner
 
-        if type(self.inner).__call__ is not TaskAlignedAssigner.__call__:
+        own = type(self.inner)
+        if own.__call__ is not TaskAlignedAssigner.__call__ or own.assign is not TaskAlignedAssigner.assign:
             return f"{type(self.inner).__name__} has its own assignment pipeline"
         if importlib.util.find_spec("triton") is None:
             return "triton is not installed (pip install 'lucid-accel[cuda]')"
@@ -76,78 +78,47 @@ class FusedAssigner:
         extras: Mapping[str, Tensor] | None = None,
     ) -> Any:
         reason = self.why_not(pd_scores, pd_bboxes, gt_bboxes)
-        if reason is None and gt_bboxes.shape[1] == 0:
-            return self.inner(pd_scores, pd_bboxes, anc_points, gt_labels, gt_bboxes, mask_gt, extras)
         if reason is not None:
             self.notices.fallback(PATH, reason)
             return self.inner(pd_scores, pd_bboxes, anc_points, gt_labels, gt_bboxes, mask_gt, extras)
-        try:
-            return self._fused(pd_scores, pd_bboxes, anc_points, gt_labels, gt_bboxes, mask_gt, extras)
+        try:  # the wrapped assigner's own steps, with this object's kernels as its dense stages
+            return self.inner.assign(
+                pd_scores, pd_bboxes, anc_points, gt_labels, gt_bboxes, mask_gt, extras, stages=self
+            )
         except Exception as exc:  # a first launch failure: native for the rest of the run
             self.disabled = True
             self.notices.fallback(PATH, f"kernel launch failed: {type(exc).__name__}: {exc}")
             return self.inner(pd_scores, pd_bboxes, anc_points, gt_labels, gt_bboxes, mask_gt, extras)
 
-    def _fused(
+    def candidates_and_scores(
         self,
-        pd_scores: Tensor,
-        pd_bboxes: Tensor,
         anc_points: Tensor,
-        gt_labels: Tensor,
         gt_bboxes: Tensor,
-        mask_gt: Tensor,
-        extras: Mapping[str, Tensor] | None,
-    ) -> Any:
-        """The wrapped assigner's ``__call__`` (lucid_core.assign.task_aligned) with the three kernels."""
-        from lucid_core.assign import Assignment, TaskAlignedAssigner
-        from lucid_core.assign.task_aligned import _one_hot_last
+        real: Tensor,
+        labels: Tensor,
+        pd_scores: Tensor,
+        extras: Mapping[str, Tensor],
+    ) -> tuple[Tensor, Tensor]:
+        """The candidate test + class-score gather kernel; a task variant's own candidate test stays its own."""
+        from lucid_core.assign import TaskAlignedAssigner
 
         inner = self.inner
-        extras = {} if extras is None else extras
-        _, num_anchors, num_classes = pd_scores.shape
-        if num_classes != inner.num_classes:
-            raise ValueError(
-                f"TaskAlignedAssigner: pd_scores has {num_classes} classes, assigner built for {inner.num_classes}"
+        if type(inner).candidates is not TaskAlignedAssigner.candidates:  # e.g. rotated boxes: eager
+            result: tuple[Tensor, Tensor] = inner.candidates_and_scores(
+                anc_points, gt_bboxes, real, labels, pd_scores, extras
             )
-        real = mask_gt.to(pd_scores.dtype)  # (B, M, 1)
-        labels = gt_labels.long().squeeze(-1).clamp(min=0)  # (B, M)
-        if type(inner).candidates is TaskAlignedAssigner.candidates:
-            candidate, class_scores = kernels.candidates_and_scores(
-                anc_points, gt_bboxes, real, labels, pd_scores, inner.small_target_stride
-            )
-        else:  # a task variant's own candidate test (e.g. rotated boxes); the gather stays eager
-            candidate = inner.candidates(anc_points, gt_bboxes, real, extras) * real
-            class_scores = pd_scores.permute(0, 2, 1).gather(
-                1, labels.unsqueeze(-1).expand(-1, -1, num_anchors)
-            )
-            class_scores = torch.where(candidate > 0, class_scores, torch.zeros_like(class_scores))
-        is_candidate = candidate > 0
-        overlaps = inner.overlaps(gt_bboxes, pd_bboxes, is_candidate, class_scores, extras)
-        align_metric = kernels.alignment_metric(class_scores, overlaps, inner.alpha, inner.beta)
+            return result
+        return kernels.candidates_and_scores(
+            anc_points, gt_bboxes, real, labels, pd_scores, inner.small_target_stride
+        )
 
-        topk_idx = torch.topk(align_metric, inner.topk, dim=-1, largest=True).indices  # (B, M, k)
-        in_topk = torch.zeros_like(align_metric).scatter_(-1, topk_idx, 1.0)
-        mask_pos = kernels.resolve_conflicts(in_topk, candidate, overlaps)
+    def alignment_metric(self, class_scores: Tensor, overlaps: Tensor) -> Tensor:
+        """The alignment-metric kernel."""
+        return kernels.alignment_metric(class_scores, overlaps, self.inner.alpha, self.inner.beta)
 
-        if inner.topk2 != inner.topk:
-            kept_idx = torch.topk(align_metric * mask_pos, inner.topk2, dim=-1, largest=True).indices
-            mask_pos = mask_pos * torch.zeros_like(mask_pos).scatter_(-1, kept_idx, 1.0)
-
-        fg_mask = mask_pos.sum(1) > 0  # (B, A)
-        target_gt_idx = mask_pos.argmax(1)  # (B, A)
-        target_labels = labels.gather(1, target_gt_idx)  # (B, A)
-        box_dim = gt_bboxes.shape[-1]
-        target_bboxes = gt_bboxes.gather(1, target_gt_idx.unsqueeze(-1).expand(-1, -1, box_dim))
-
-        align_metric = align_metric * mask_pos
-        row_max_align = align_metric.amax(-1, keepdim=True)  # (B, M, 1)
-        row_max_overlap = (overlaps * mask_pos).amax(-1, keepdim=True)  # (B, M, 1)
-        norm_align = (align_metric * row_max_overlap / (row_max_align + inner.eps)).amax(1)  # (B, A)
-        one_hot = _one_hot_last(target_labels, inner.num_classes, pd_scores.dtype)
-        target_scores = torch.where(
-            fg_mask.unsqueeze(-1), one_hot, torch.zeros_like(one_hot)
-        ) * norm_align.unsqueeze(-1)
-        return Assignment(target_labels, target_bboxes, target_scores, fg_mask, target_gt_idx)
+    def resolve_conflicts(self, in_topk: Tensor, candidate: Tensor, overlaps: Tensor) -> Tensor:
+        """The conflict-resolution kernel."""
+        return kernels.resolve_conflicts(in_topk, candidate, overlaps)
 
 
 def fuse_assigners(criterion: Any, notices: FallbackNotices) -> int:

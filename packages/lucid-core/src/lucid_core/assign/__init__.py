@@ -1,5 +1,5 @@
 """Label assignment for dense detection objectives."""
 
-from lucid_core.assign.task_aligned import Assignment, TaskAlignedAssigner
+from lucid_core.assign.task_aligned import Assignment, DenseStages, TaskAlignedAssigner
 
-__all__ = ["Assignment", "TaskAlignedAssigner"]
+__all__ = ["Assignment", "DenseStages", "TaskAlignedAssigner"]

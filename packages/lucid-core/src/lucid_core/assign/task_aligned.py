@@ -18,12 +18,17 @@ Task variants change only steps 1 and 2 (the task seam): a subclass overrides :m
 (e.g. the rotated-box inside test) and/or :meth:`TaskAlignedAssigner.overlaps` (e.g. ProbIoU, OKS, box + mask
 IoU), reading any per-task tensors it needs from the ``extras`` mapping passed to ``__call__``. Boxes may have any
 last dimension (4 for xyxy, 5 for xywhr); ``target_bboxes`` is gathered with the ground truth's own width.
+
+The three dense element-wise stages (candidate test + class-score gather, the alignment metric, the conflict
+resolution) are the :class:`DenseStages` of :meth:`TaskAlignedAssigner.assign`: the assigner's own methods by
+default, fused kernels when ``lucid_accel`` passes its own (``--accel.fused_assignment``). Every other step is
+this module's, once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 from torch import Tensor
@@ -50,6 +55,30 @@ def _one_hot_last(index: Tensor, size: int, dtype: torch.dtype) -> Tensor:
     """One-hot along a new last dimension of ``size`` built with ``scatter`` (compile-friendly)."""
     out = torch.zeros((*index.shape, size), dtype=dtype, device=index.device)
     return out.scatter_(-1, index.unsqueeze(-1), 1)
+
+
+class DenseStages(Protocol):
+    """The dense stages of :meth:`TaskAlignedAssigner.assign` that an accelerated implementation may replace."""
+
+    def candidates_and_scores(
+        self,
+        anc_points: Tensor,
+        gt_bboxes: Tensor,
+        real: Tensor,
+        labels: Tensor,
+        pd_scores: Tensor,
+        extras: Mapping[str, Tensor],
+    ) -> tuple[Tensor, Tensor]:
+        """Steps 1 + gather: (B, M, A) float candidate mask of real rows, and the candidates' class scores."""
+        ...
+
+    def alignment_metric(self, class_scores: Tensor, overlaps: Tensor) -> Tensor:
+        """Step 3: (B, M, A) ``t = score^alpha * u^beta``."""
+        ...
+
+    def resolve_conflicts(self, in_topk: Tensor, candidate: Tensor, overlaps: Tensor) -> Tensor:
+        """Steps 4 (candidates of the top k) + 5: (B, M, A) float positive mask, one row per anchor."""
+        ...
 
 
 class TaskAlignedAssigner:
@@ -112,7 +141,7 @@ class TaskAlignedAssigner:
         mask_gt: Tensor,
         extras: Mapping[str, Tensor] | None = None,
     ) -> Assignment:
-        """Assign ground truth to anchors.
+        """Assign ground truth to anchors (:meth:`assign` with this assigner's own dense stages).
 
         Args:
             pd_scores: (B, A, C) predicted class probabilities (after the sigmoid).
@@ -123,6 +152,23 @@ class TaskAlignedAssigner:
             mask_gt: (B, M, 1) 1 for real rows, 0 for padding.
             extras: per-task tensors read by the :meth:`candidates` / :meth:`overlaps` of a subclass (unused here).
         """
+        return self.assign(pd_scores, pd_bboxes, anc_points, gt_labels, gt_bboxes, mask_gt, extras)
+
+    @torch.no_grad()
+    def assign(
+        self,
+        pd_scores: Tensor,
+        pd_bboxes: Tensor,
+        anc_points: Tensor,
+        gt_labels: Tensor,
+        gt_bboxes: Tensor,
+        mask_gt: Tensor,
+        extras: Mapping[str, Tensor] | None = None,
+        *,
+        stages: DenseStages | None = None,
+    ) -> Assignment:
+        """The assignment of :meth:`__call__` with its dense stages taken from ``stages`` (default: ``self``)."""
+        stages = self if stages is None else stages
         extras = {} if extras is None else extras
         batch, num_anchors, num_classes = pd_scores.shape
         if num_classes != self.num_classes:
@@ -144,26 +190,18 @@ class TaskAlignedAssigner:
             )
 
         real = mask_gt.to(pd_scores.dtype)  # (B, M, 1)
-        in_candidate_box = self.candidates(anc_points, gt_bboxes, real, extras)  # (B, M, A) float
-        candidate = in_candidate_box * real
-
-        # Class scores and overlaps over the dense (B, M, A) grid, zero outside candidates.
-        is_candidate = candidate > 0
         labels = gt_labels.long().squeeze(-1).clamp(min=0)  # (B, M)
-        class_scores = pd_scores.permute(0, 2, 1).gather(1, labels.unsqueeze(-1).expand(-1, -1, num_anchors))
-        class_scores = torch.where(is_candidate, class_scores, torch.zeros_like(class_scores))
-        overlaps = self.overlaps(gt_bboxes, pd_bboxes, is_candidate, class_scores, extras)
-        align_metric = class_scores.pow(self.alpha) * overlaps.pow(self.beta)  # (B, M, A)
+        # Candidates of real rows and their class scores over the dense (B, M, A) grid, zero elsewhere.
+        candidate, class_scores = stages.candidates_and_scores(
+            anc_points, gt_bboxes, real, labels, pd_scores, extras
+        )
+        overlaps = self.overlaps(gt_bboxes, pd_bboxes, candidate > 0, class_scores, extras)
+        align_metric = stages.alignment_metric(class_scores, overlaps)  # (B, M, A)
 
-        # Top-k per row over all anchors, then keep candidates of real rows only.
+        # Top-k per row over all anchors, kept when candidates; an anchor claimed twice goes to the largest overlap.
         topk_idx = torch.topk(align_metric, self.topk, dim=-1, largest=True).indices  # (B, M, k)
         in_topk = torch.zeros_like(align_metric).scatter_(-1, topk_idx, 1.0)
-        mask_pos = in_topk * candidate  # (B, M, A)
-
-        # Conflicts: an anchor claimed by several rows goes to the row of largest overlap.
-        claimed = mask_pos.sum(1, keepdim=True)  # (B, 1, A)
-        best_row = _one_hot_last(overlaps.argmax(1), num_rows, mask_pos.dtype).permute(0, 2, 1)  # (B, M, A)
-        mask_pos = torch.where(claimed > 1, best_row, mask_pos)
+        mask_pos = stages.resolve_conflicts(in_topk, candidate, overlaps)  # (B, M, A)
 
         if self.topk2 != self.topk:
             # One-to-one: each row keeps only its topk2 best remaining anchors by alignment.
@@ -189,6 +227,33 @@ class TaskAlignedAssigner:
             fg_mask.unsqueeze(-1), one_hot, torch.zeros_like(one_hot)
         ) * norm_align.unsqueeze(-1)
         return Assignment(target_labels, target_bboxes, target_scores, fg_mask, target_gt_idx)
+
+    def candidates_and_scores(
+        self,
+        anc_points: Tensor,
+        gt_bboxes: Tensor,
+        real: Tensor,
+        labels: Tensor,
+        pd_scores: Tensor,
+        extras: Mapping[str, Tensor],
+    ) -> tuple[Tensor, Tensor]:
+        """Step 1 (:meth:`candidates` of real rows) and each candidate's predicted score of its row's class."""
+        candidate = self.candidates(anc_points, gt_bboxes, real, extras) * real  # (B, M, A) float
+        num_anchors = pd_scores.shape[1]
+        class_scores = pd_scores.permute(0, 2, 1).gather(1, labels.unsqueeze(-1).expand(-1, -1, num_anchors))
+        return candidate, torch.where(candidate > 0, class_scores, torch.zeros_like(class_scores))
+
+    def alignment_metric(self, class_scores: Tensor, overlaps: Tensor) -> Tensor:
+        """Step 3: ``t = score^alpha * u^beta``."""
+        return class_scores.pow(self.alpha) * overlaps.pow(self.beta)
+
+    def resolve_conflicts(self, in_topk: Tensor, candidate: Tensor, overlaps: Tensor) -> Tensor:
+        """Steps 4-5: top-k anchors that are candidates; an anchor claimed by several rows goes to the row of
+        largest overlap."""
+        mask_pos = in_topk * candidate
+        claimed = mask_pos.sum(1, keepdim=True)  # (B, 1, A)
+        best_row = _one_hot_last(overlaps.argmax(1), candidate.shape[1], mask_pos.dtype).permute(0, 2, 1)
+        return torch.where(claimed > 1, best_row, mask_pos)
 
     def overlaps(
         self,
