@@ -265,9 +265,8 @@ def step_main(args: argparse.Namespace) -> None:
                 )
                 references.append(ref)
                 for name, seconds in ours.items():
-                    label = (
-                        f"{name} (--model.channels_last)" if name == "channels_last" else f"{name} (default)"
-                    )
+                    flag = {"channels_last": "--model.channels_last", "compile": "--model.compile"}
+                    label = f"{name} ({flag.get(name, 'default')})"
                     ratio = print_pair(
                         f"train_step {family}n bs{args.batch}@{imgsz} {label}", seconds, ref, "s/step"
                     )
