@@ -4,9 +4,9 @@
 ``assigner`` by :func:`fuse_assigners`) and runs the assigner's own steps (``shared/fixtures/README.md``, section
 "assigner_public.pt"), with the candidate test + class-score gather, the alignment metric and the conflict
 resolution replaced by the kernels of :mod:`lucid_accel.kernels.assign`: it passes itself as the ``stages`` of
-the wrapped assigner's ``assign`` (``lucid_core.assign.DenseStages``), so the overlap (the task seam ``overlaps``),
-top-k and target building are the wrapped assigner's own code, not a copy. A task variant that overrides the candidate test
-keeps its own test (only the gather, metric and conflict kernels apply).
+the wrapped assigner's ``assign`` (``lucid_core.assign.DenseStages``), so the overlap (the task seam
+``overlaps``), top-k and target building are the wrapped assigner's own code, not a copy. A task variant that
+overrides the candidate test keeps its own test (only the gather, metric and conflict kernels apply).
 
 The native assigner runs instead — with one warning — when the kernels do not apply: no Triton, a non-CUDA device
 (CPU tests set ``TRITON_INTERPRET=1`` to run the kernels on the host), a non-float32 input, tracing/compiling,
