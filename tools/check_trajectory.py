@@ -26,6 +26,12 @@ curve names the key path of the reference value inside an ``epochs[e]`` record (
 
 Usage: ``uv run --no-sync python tools/check_trajectory.py [--only NAME] [--threads N] [--json]``. Environment:
 ``LUCID_SHARED_DIR`` (default ``../shared`` next to the checkout).
+
+One seed is one draw: on the shapes recipe the final ratio moves by several hundredths from seed to seed (the seed
+table of docs/TRAINING.md). ``--seed N`` (repeatable) trains other seeds; with several, each seed's table and a
+per-seed summary are printed and the exit status is the band check of the seed-mean curve. ``--channels-last`` and
+``--compile`` train through issue 18's opt-in step paths, so a path can be compared with the default over the same
+seeds. ``make goldens`` runs the recipe's own seed on the default path.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -183,9 +189,15 @@ def _our_value(result: Any, curve: Curve) -> float:
 
 
 def train_and_score(
-    recipe: TrajectoryRecipe, shared: Path = SHARED_DIR, threads: int | None = None
+    recipe: TrajectoryRecipe,
+    shared: Path = SHARED_DIR,
+    threads: int | None = None,
+    model_options: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Train the recipe; per epoch: our value of every curve and training's own validation metrics."""
+    """Train the recipe; per epoch: our value of every curve and training's own validation metrics.
+
+    ``model_options`` are extra ``DetectionLitModule`` arguments outside the recipe, e.g. the opt-in step paths of
+    issue 18 (``{"channels_last": True}``, ``{"compile": True}``), to ask whether a path trains like the default."""
     import lightning.pytorch as pl
     import torch
 
@@ -251,6 +263,7 @@ def train_and_score(
             weights=str(shared / recipe.weights) if recipe.weights else None,
             optimizer=OptimizerConfig(**recipe.optimizer),
             task_options=datamodule.task_options,  # pose: kpt_shape/flip_idx/kpt_sigmas of the YAML (lucid-train)
+            **(model_options or {}),
         )
         trainer = pl.Trainer(
             max_epochs=recipe.epochs,
@@ -338,12 +351,87 @@ def format_table(recipe: TrajectoryRecipe, trajectory: dict[str, Any], rows: lis
     return "\n".join(lines)
 
 
+def mean_rows(recipe: TrajectoryRecipe, runs: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The seed-mean curve: per epoch, the mean over ``runs`` (seed -> rows) of every curve, loss item and
+    in-training figure. Every run must have scored the same epochs (a run that stopped early is an error)."""
+    if not runs:
+        raise ValueError("mean_rows: no runs")
+    epochs = {seed: [int(row["epoch"]) for row in rows] for seed, rows in runs.items()}
+    first = next(iter(epochs.values()))
+    uneven = {seed: e for seed, e in epochs.items() if e != first}
+    if uneven:
+        raise ValueError(f"mean_rows: seeds scored different epochs: {epochs}")
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    rows = []
+    for index, epoch in enumerate(first):
+        group = [rows_[index] for rows_ in runs.values()]
+        row: dict[str, Any] = {"epoch": epoch}
+        for curve in recipe.curves:
+            row[curve.label] = mean([float(r[curve.label]) for r in group])
+        for part in ("in_training", "losses"):
+            keys = set.intersection(*(set(r.get(part, {})) for r in group))
+            row[part] = {k: mean([float(r[part][k]) for r in group]) for k in sorted(keys)}
+        rows.append(row)
+    return rows
+
+
+def format_seed_summary(
+    recipe: TrajectoryRecipe, trajectory: dict[str, Any], runs: dict[int, list[dict[str, Any]]]
+) -> str:
+    """One line per seed: its final-epoch ratio per curve, its lowest ratio from ``band.from_epoch`` on, and
+    whether that seed alone is inside the band; then the same for the seed-mean curve."""
+    header = ["seed"]
+    for curve in recipe.curves:
+        header += [f"final {curve.label}", "lowest (epoch)"]
+    header += ["band"]
+    lines = [" | ".join(header)]
+    for seed, rows in [*runs.items(), ("mean", mean_rows(recipe, runs))]:
+        cells = [str(seed)]
+        for curve in recipe.curves:
+            ratios = []
+            for row in rows:
+                ref = reference_value(trajectory["epochs"][int(row["epoch"])], curve.reference_key)
+                ratios.append((float(row[curve.label]) / ref if ref else float("inf"), int(row["epoch"])))
+            final = ratios[-1][0] if ratios else float("nan")
+            checked = [r for r in ratios if r[1] >= recipe.band.from_epoch] or [(float("nan"), -1)]
+            lowest = min(checked)
+            cells += [f"{final:.3f}", f"{lowest[0]:.3f} ({lowest[1]})"]
+        cells.append("FAIL" if check_rows(recipe, trajectory, rows) else "ok")
+        lines.append(" | ".join(cells))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--only", action="append", default=None, help="run only this recipe (repeatable)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the recipe's)")
-    parser.add_argument("--json", action="store_true", help="print the measured rows as one JSON line")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the measured rows as one JSON line (per recipe; with several seeds, per seed)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        action="append",
+        default=None,
+        help="train with this seed instead of the recipe's (repeatable; with several, the exit status is the "
+        "seed-mean curve's band check and a per-seed summary is printed)",
+    )
+    parser.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="train with --model.channels_last (issue 18's opt-in path)",
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="train with --model.compile (issue 18's opt-in path)"
+    )
     args = parser.parse_args(argv)
+    model_options = {"channels_last": True} if args.channels_last else {}
+    model_options.update({"compile": True} if args.compile else {})
     warnings.filterwarnings("ignore", message=r".*overridden `transfer_batch_to_device`.*")
     warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
@@ -352,21 +440,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"trajectory: no recipe selected (known: {[r.name for r in RECIPES]})", file=sys.stderr)
         return 1
     failures: list[str] = []
-    measured: dict[str, list[dict[str, Any]]] = {}
-    for recipe in recipes:
-        start = time.perf_counter()
+    measured: dict[str, Any] = {}
+    for base in recipes:
+        runs: dict[int, list[dict[str, Any]]] = {}
         try:
-            trajectory = load_trajectory(recipe)
-            rows = train_and_score(recipe, threads=args.threads)
+            trajectory = load_trajectory(base)
+            for seed in args.seed or [base.seed]:
+                recipe = replace(base, seed=seed)
+                start = time.perf_counter()
+                rows = train_and_score(recipe, threads=args.threads, model_options=model_options)
+                runs[seed] = rows
+                problems = check_rows(recipe, trajectory, rows)
+                print(format_table(recipe, trajectory, rows))
+                status = "FAIL" if problems else "ok"
+                print(
+                    f"{status:<4} {recipe.name} seed {seed}: {len(rows)} epochs in "
+                    f"{time.perf_counter() - start:.0f} s"
+                )
+                if len(args.seed or []) <= 1:
+                    failures += problems
+                else:
+                    print("\n".join(f"  seed {seed}: {line}" for line in problems))
         except TrajectorySkipped as exc:
-            print(f"SKIP {recipe.name}: {exc}")
+            print(f"SKIP {base.name}: {exc}")
             continue
-        measured[recipe.name] = rows
-        problems = check_rows(recipe, trajectory, rows)
-        failures += problems
-        print(format_table(recipe, trajectory, rows))
-        status = "FAIL" if problems else "ok"
-        print(f"{status:<4} {recipe.name}: {len(rows)} epochs in {time.perf_counter() - start:.0f} s")
+        measured[base.name] = runs if len(runs) > 1 else next(iter(runs.values()))
+        if len(runs) > 1:
+            print(f"{base.name}: {len(runs)} seeds, ratio ours / reference")
+            print(format_seed_summary(base, trajectory, runs))
+            failures += [f"seed mean: {line}" for line in check_rows(base, trajectory, mean_rows(base, runs))]
     for line in failures:
         print(f"trajectory: {line}", file=sys.stderr)
     if args.json:

@@ -112,6 +112,63 @@ def test_absolute_band_logic_on_the_shared_trajectory(recipe: Any, shared_dir: P
     assert all(curve.label in table[0] for curve in recipe.curves)
 
 
+@pytest.mark.shared
+@pytest.mark.parametrize("recipe", RATIO_RECIPES, ids=lambda r: r.name)
+def test_seed_mean_curve_and_summary(recipe: Any, shared_dir: Path) -> None:
+    """--seed N ...: two seeds, one below the final band and one above it, average into a curve inside the band;
+    the summary names each seed's final ratio and band status, then the mean's."""
+    trajectory = trajectory_tool.load_trajectory(recipe, shared_dir)
+    band, last = recipe.band, recipe.epochs - 1
+    low_factor, high_factor = band.final - 0.02, 2.0 - band.final + 0.04
+    runs = {
+        7: _rows(recipe, trajectory, {last: low_factor}),
+        11: _rows(recipe, trajectory, {last: high_factor}),
+    }
+    assert trajectory_tool.check_rows(recipe, trajectory, runs[7]) != []
+    mean = trajectory_tool.mean_rows(recipe, runs)
+    assert [row["epoch"] for row in mean] == [row["epoch"] for row in runs[7]]
+    for curve in recipe.curves:
+        ref = trajectory_tool.reference_value(trajectory["epochs"][last], curve.reference_key)
+        assert mean[-1][curve.label] == pytest.approx(ref * (low_factor + high_factor) / 2)
+    assert mean[-1]["losses"] == {"box": 1.0} and mean[0]["in_training"] == {"metrics/mAP50-95": 0.5}
+    assert trajectory_tool.check_rows(recipe, trajectory, mean) == []
+    summary = trajectory_tool.format_seed_summary(recipe, trajectory, runs).splitlines()
+    assert [line.split(" | ")[0] for line in summary[1:]] == ["7", "11", "mean"]
+    assert summary[1].endswith("FAIL") and summary[2].endswith("ok") and summary[3].endswith("ok")
+    assert f"{low_factor:.3f}" in summary[1].split(" | ")[1]
+    with pytest.raises(ValueError, match="different epochs"):
+        trajectory_tool.mean_rows(recipe, {1: runs[7], 2: runs[11][:-1]})
+
+
+@pytest.mark.shared
+def test_main_seeds_and_step_paths(
+    shared_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """main(): --seed replaces the recipe's seed, --channels-last/--compile reach the module's arguments; one seed
+    below the band fails the run alone, while with two seeds the exit status is the seed-mean curve's check."""
+    recipe = RATIO_RECIPES[0]
+    trajectory = trajectory_tool.load_trajectory(recipe, shared_dir)
+    last = recipe.epochs - 1
+    factor = {3: recipe.band.final - 0.02, 5: 2.0 - recipe.band.final + 0.04}
+    calls: list[tuple[int, dict[str, Any]]] = []
+
+    def fake_train(r: Any, threads: Any = None, model_options: Any = None) -> list[dict[str, Any]]:
+        calls.append((r.seed, dict(model_options or {})))
+        return _rows(recipe, trajectory, {last: factor.get(r.seed, 1.0)})
+
+    monkeypatch.setattr(trajectory_tool, "train_and_score", fake_train)
+    only = ["--only", recipe.name]
+    assert trajectory_tool.main(only) == 0 and calls == [(recipe.seed, {})]
+    calls.clear()
+    assert trajectory_tool.main([*only, "--seed", "3", "--channels-last"]) == 1
+    assert calls == [(3, {"channels_last": True})]
+    calls.clear()
+    assert trajectory_tool.main([*only, "--seed", "3", "--seed", "5", "--compile"]) == 0
+    assert calls == [(3, {"compile": True}), (5, {"compile": True})]
+    out = capsys.readouterr().out
+    assert "2 seeds" in out and "  seed 3: " in out
+
+
 def test_a_missing_trajectory_is_a_skip(tmp_path: Path) -> None:
     with pytest.raises(trajectory_tool.TrajectorySkipped):
         trajectory_tool.load_trajectory(trajectory_tool.RECIPES[0], tmp_path)
