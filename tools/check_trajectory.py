@@ -443,9 +443,10 @@ def main(argv: list[str] | None = None) -> int:
     measured: dict[str, Any] = {}
     for base in recipes:
         runs: dict[int, list[dict[str, Any]]] = {}
+        seeds = list(dict.fromkeys(args.seed or [base.seed]))  # a repeated seed is one run, not two
         try:
             trajectory = load_trajectory(base)
-            for seed in args.seed or [base.seed]:
+            for seed in seeds:
                 recipe = replace(base, seed=seed)
                 start = time.perf_counter()
                 rows = train_and_score(recipe, threads=args.threads, model_options=model_options)
@@ -457,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{status:<4} {recipe.name} seed {seed}: {len(rows)} epochs in "
                     f"{time.perf_counter() - start:.0f} s"
                 )
-                if len(args.seed or []) <= 1:
+                if len(seeds) == 1:
                     failures += problems
                 else:
                     print("\n".join(f"  seed {seed}: {line}" for line in problems))

@@ -163,6 +163,9 @@ def test_main_seeds_and_step_paths(
     assert trajectory_tool.main([*only, "--seed", "3", "--channels-last"]) == 1
     assert calls == [(3, {"channels_last": True})]
     calls.clear()
+    # a repeated seed is one run, judged alone
+    assert trajectory_tool.main([*only, "--seed", "3", "--seed", "3"]) == 1 and calls == [(3, {})]
+    calls.clear()
     assert trajectory_tool.main([*only, "--seed", "3", "--seed", "5", "--compile"]) == 0
     assert calls == [(3, {"compile": True}), (5, {"compile": True})]
     out = capsys.readouterr().out
