@@ -1,4 +1,5 @@
-"""glibc malloc tuning (issue 18): the user's settings win, and repeated large blocks stop page-faulting."""
+"""glibc malloc tuning (issue 18): the user's settings win, and repeated large blocks stop page-faulting, also those
+larger than any mmap threshold glibc accepts (a training step's activations)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ def sample():  # a training sample's big temporaries: a CHW copy, an HWC image, 
         np.empty(shape, np.uint8).fill(1)
     arrays = [np.ones(shape, np.uint8) for shape in ((3, 640, 640), (640, 640, 3), (800, 640, 3))]
     del arrays
+    if sys.argv[2] == "activations":  # above glibc's 32 MiB mmap-threshold ceiling, as 8 x 64 x 160 x 160 float32
+        np.ones(52 * 2**20, np.uint8).fill(2)
 for _ in range(5):  # settle
     sample()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -29,11 +32,15 @@ print(applied, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5
 """
 
 
-def _faults_per_iteration(mode: str) -> tuple[str, float]:
+def _faults_per_iteration(mode: str, blocks: str = "samples") -> tuple[str, float]:
     env_free = {k: v for k, v in os.environ.items() if k not in allocator._USER_SETTINGS}
     env_free.pop("LUCID_MALLOC_TUNING", None)
     out = subprocess.run(
-        [sys.executable, "-c", _FAULTS, mode], capture_output=True, text=True, check=True, env=env_free
+        [sys.executable, "-c", _FAULTS, mode, blocks],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env_free,
     ).stdout.split()
     return out[0], float(out[1])
 
@@ -45,6 +52,17 @@ def test_tuned_process_reuses_large_blocks_without_page_faults() -> None:
         pytest.skip("not glibc")
     _, plain = _faults_per_iteration("plain")
     assert plain > 300  # the freed heap top went back to the kernel: new pages every iteration
+    assert tuned < 5
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
+def test_tuned_process_reuses_blocks_above_the_mmap_ceiling() -> None:
+    applied, tuned = _faults_per_iteration("tuned", "activations")
+    if applied != "True":
+        pytest.skip("not glibc")
+    _, plain = _faults_per_iteration("plain", "activations")
+    # a 52 MiB block is mmapped afresh every iteration: 13,312 new 4 KiB pages, at least 26 with 2 MiB huge pages
+    assert plain > 26
     assert tuned < 5
 
 

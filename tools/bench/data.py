@@ -175,7 +175,7 @@ def main() -> None:
         f"{'augmented mosaic, decode every load, untuned':50s} {untuned:8.1f} samples/s   {untuned / base:4.2f}x"
     )
     tuned = tune_glibc_malloc()  # what YOLODataModule does (lucid_core.allocator); every line below runs so
-    print(f"glibc malloc thresholds fixed as in training: {tuned}")
+    print(f"glibc malloc tuned as in training: {tuned}")
     variants = (
         ("uncached", {}),  # the default: recent decodes reused (lucid_data.cache.RecentDecodes)
         ("decode every load", {"decode_buffer_mib": 0}),

@@ -234,13 +234,18 @@ def _time_variants(
 
 
 def step_main(args: argparse.Namespace) -> None:
+    from lucid_core.allocator import tune_glibc_malloc
+
+    # the malloc policy lucid-train's modules set for the training process (the reference keeps glibc's defaults)
+    tuned = tune_glibc_malloc()
     # the eager step (lucid-train's default) and the opt-in --model.channels_last, always both
     variants = [("eager", False, False), ("channels_last", False, True)]
     if args.compile:
         variants.append(("compile", True, False))
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), detect 80 classes, batch {args.batch}, "
-        f"{REFERENCE_BOXES_PER_IMAGE} boxes/image, SGD nesterov, median of {args.steps - 1} steps (first excluded)"
+        f"{REFERENCE_BOXES_PER_IMAGE} boxes/image, SGD nesterov, median of {args.steps - 1} steps (first excluded), "
+        f"glibc malloc {'tuned as lucid-train does' if tuned else 'untuned (not glibc, or MALLOC_* set)'}"
     )
     references = []
     rounds = max(args.pairs, 1) if args.vs_reference else 1

@@ -317,7 +317,12 @@ class YOLOLitModule(pl.LightningModule):
         return objective
 
     def setup(self, stage: str) -> None:
-        """Rebuild the objective with the run's epoch count (the yolo26 branch-weight schedule depends on it)."""
+        """Rebuild the objective with the run's epoch count (the yolo26 branch-weight schedule depends on it), and
+        serve this process's tensors from a never-trimmed heap (``lucid_core.allocator``: a training step's
+        activations stop page-faulting; a no-op off glibc, or when the user set their own malloc options)."""
+        from lucid_core.allocator import tune_glibc_malloc
+
+        tune_glibc_malloc()
         if stage == "fit" and self.trainer.max_epochs and self.trainer.max_epochs > 0:
             self.criterion = self._build_loss(int(self.trainer.max_epochs))
 
