@@ -68,11 +68,16 @@ def test_yolo_detect_pixels(tmp_path: Path) -> None:
 
 
 def test_yolo_pose_two_dim_keypoints_visibility(tmp_path: Path) -> None:
-    line = "0 0.5 0.5 0.4 0.4 0.5 0.5 0 0\n"
-    yaml_path = _make_yolo(tmp_path, {"a": line}, names=1, extra="kpt_shape: [2, 2]\nflip_idx: [1, 0]\n")
+    """Fixtures README: for nd = 2 the visibility is 1, or 0 where a label coordinate is negative; (0, 0) counts."""
+    line = "0 0.5 0.5 0.4 0.4 0.5 0.5 0 0 -1 0.5 0.25 -1\n"
+    yaml_path = _make_yolo(
+        tmp_path, {"a": line}, names=1, extra="kpt_shape: [4, 2]\nflip_idx: [1, 0, 3, 2]\n"
+    )
     src = load_dataset(yaml_path)
-    assert src.task == "pose" and src.flip_idx == [1, 0] and src.kpt_shape == (2, 2)
-    np.testing.assert_allclose(src.records[0].targets.keypoints, [[[25, 20, 2], [0, 0, 0]]])
+    assert src.task == "pose" and src.flip_idx == [1, 0, 3, 2] and src.kpt_shape == (4, 2)
+    np.testing.assert_allclose(
+        src.records[0].targets.keypoints, [[[25, 20, 1], [0, 0, 1], [-50, 20, 0], [12.5, -40, 0]]]
+    )
 
 
 def test_yolo_bad_labels_all_reported_with_file_and_line(tmp_path: Path) -> None:

@@ -311,7 +311,9 @@ def parse_label_file(
                     continue
                 kpts[:, 2] = kp[:, 2]
             else:
-                kpts[:, 2] = np.where((kp[:, 0] == 0) & (kp[:, 1] == 0), 0.0, 2.0)
+                # nd = 2 (fixtures README, pose section): the reference's dataset appends visibility 1, or 0 where
+                # a label coordinate is negative (its "unlabelled" marker); (0, 0) is a labelled corner keypoint.
+                kpts[:, 2] = np.where((kp[:, 0] < 0) | (kp[:, 1] < 0), 0.0, 1.0)
         elif task == "obb":
             if n != 8:
                 bad(f"expected 9 numbers (cls x1 y1 x2 y2 x3 y3 x4 y4), got {n + 1}")
