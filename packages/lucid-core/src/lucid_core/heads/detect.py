@@ -9,7 +9,8 @@ detached features (the one-to-one branch trains only the head).
 
 Train mode returns :class:`~lucid_core.outputs.TrainOutput`; eval mode returns the dense decoded tensor
 ``(B, 4 + nc + extra, A)`` of shared/fixtures/README.md (``import_<checkpoint>.pt``, ``output_unfused``).
-Initial biases (reference initialisation): box 1.0, class ``log(5 / nc / (640 / stride) ** 2)``.
+Initial biases (reference initialisation, :data:`BOX_BIAS_INIT` and :func:`class_bias_prior`): every box output
+2.0, class ``log(5 / nc / (640 / stride) ** 2)``, in both branches of an end-to-end head.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ def depthwise_cls_stack(in_channels: int, hidden: int, out_channels: int) -> nn.
         nn.Sequential(DWConv(hidden, hidden, 3), Conv(hidden, hidden, 1)),
         nn.Conv2d(hidden, out_channels, 1),
     )
+
+
+#: Initial bias of every box-regression output (all families and tasks; one-to-one copies too). Measured black-box
+#: on the reference 8.4.190 (the parameters of a freshly built model of every family and task, refbench venv): 2.0
+#: (older releases used 1.0). With reg_max = 1 (YOLO26) it is the initial ltrb distance in strides.
+BOX_BIAS_INIT = 2.0
 
 
 def class_bias_prior(num_classes: int, stride: int, imgsz: int = 640) -> float:
@@ -110,7 +117,7 @@ class DetectHead(nn.Module):
                 box_out, cls_out = box[-1], cls[-1]  # type: ignore[index]
                 assert isinstance(box_out, nn.Conv2d) and isinstance(cls_out, nn.Conv2d)
                 assert box_out.bias is not None and cls_out.bias is not None
-                box_out.bias.fill_(1.0)
+                box_out.bias.fill_(BOX_BIAS_INIT)
                 cls_out.bias[: self.nc].fill_(class_bias_prior(self.nc, stride))
 
     @property
