@@ -97,7 +97,8 @@ def test_no_warmup_uses_the_schedule_from_the_first_batch() -> None:
             assert (lr, momentum) == (0.01, 0.937)
 
 
-def test_apply_lr_momentum_sets_sgd_momentum_and_adam_betas() -> None:
+def test_apply_lr_momentum_sets_sgd_momentum_and_keeps_adam_betas() -> None:
+    """SGD-style groups take the warm-up momentum; AdamW groups keep their betas (reference 8.4.190, black-box)."""
     sgd = torch.optim.SGD(_groups(), lr=0.01)
     apply_lr_momentum(sgd, [(0.1, 0.8), (0.2, 0.85), (0.3, 0.9)])
     assert [(g["lr"], g["momentum"]) for g in sgd.param_groups] == [(0.1, 0.8), (0.2, 0.85), (0.3, 0.9)]
@@ -106,8 +107,9 @@ def test_apply_lr_momentum_sets_sgd_momentum_and_adam_betas() -> None:
         model, optimizer="AdamW", lr=0.01, momentum=0.9, weight_decay=5e-4, batch_size=16
     )
     adam = torch.optim.AdamW(adam_groups, lr=0.01)
-    apply_lr_momentum(adam, [(0.1, 0.8)] * 3)
-    assert all(g["betas"] == (0.8, 0.999) for g in adam.param_groups)
+    apply_lr_momentum(adam, [(0.1, 0.8), (0.2, 0.8), (0.3, 0.8)])
+    assert [g["lr"] for g in adam.param_groups] == [0.1, 0.2, 0.3]
+    assert all(g["betas"] == (0.9, 0.999) for g in adam.param_groups)
     with pytest.raises(ValueError, match="groups"):
         apply_lr_momentum(adam, [(0.1, 0.8)])
 
