@@ -5,9 +5,13 @@ tables of :func:`~lucid_data.augment.hsv.hsv_luts` and converts back. Here the s
 on the training device, batched: RGB → 8-bit HSV (hue ``H°/2``, saturation and value 0..255), the same tables
 indexed per image (``torch.gather``; the gains are the ones the worker drew from the sample's generator, so the
 distribution is the worker path's), then HSV → RGB with the sector formula.
-RGB → HSV uses OpenCV's 12-bit fixed-point division tables and matches ``cv2.cvtColor`` exactly; HSV → RGB is the
-float sector formula, within one level of OpenCV's (tested on random images: max 1, mean < 0.1) — the same
-transform and draws, not always the same bytes.
+RGB → HSV uses OpenCV's 12-bit fixed-point division tables and HSV → RGB OpenCV's float32 sector formula
+(``s`` and ``v`` scaled by 1/255, hue by 6/180, ``1 − s·f`` with one rounding as its fused multiply-add gives it,
+the result × 255 truncated). RGB → HSV matches ``cv2.cvtColor`` byte for byte; HSV → RGB matches its vector path
+byte for byte on the whole uint8 HSV domain (measured on OpenCV 5.0 with AVX-512). OpenCV converts each row in
+blocks of its vector width (32 pixels there) and the last ``W mod 32`` pixels in a scalar loop that rounds
+instead of truncating; those stay within one level. So a stride-aligned training canvas (640 × 640) is the worker
+path's bytes, and the distribution is the worker path's everywhere (``tests/data/test_data_hsv_device.py``).
 """
 
 from __future__ import annotations
@@ -51,32 +55,35 @@ def _rgb_to_hsv8(rgb: Tensor) -> Tensor:
     return torch.stack((h, s, v), 1)
 
 
+#: OpenCV's sector table: which of (v, p, q, t) becomes (b, g, r) in hue sector k (OpenCV's HSV -> RGB order)
+_SECTOR_BGR = torch.tensor([[1, 3, 0], [1, 0, 2], [3, 0, 1], [0, 2, 1], [0, 1, 3], [2, 1, 0]])
+
+
+def _one_minus_product(a: Tensor, b: Tensor) -> Tensor:
+    """float32 ``1 − a·b`` rounded once, as a fused multiply-add computes it (OpenCV's vector path): the float64
+    product of two float32 values is exact, and the one float64 → float32 rounding gives the fused result on the
+    whole domain used here (tested exhaustively against ``cv2.cvtColor``)."""
+    return (1.0 - a.double() * b.double()).float()
+
+
 def _hsv8_to_rgb(hsv: Tensor) -> Tensor:
-    """(B, 3, H, W) OpenCV 8-bit HSV (long or float) → (B, 3, H, W) uint8 RGB: the sector formula, truncated (as
-    OpenCV's 8-bit output is, within one level)."""
-    h = hsv[:, 0].float() * 2.0 / 60.0  # sector units 0..6
-    s = hsv[:, 1].float() / 255.0
-    v = hsv[:, 2].float()
-    sector = torch.floor(h).remainder(6.0)
-    f = h - torch.floor(h)
-    p = v * (1.0 - s)
-    q = v * (1.0 - s * f)
-    t = v * (1.0 - s * (1.0 - f))
-    choices = (
-        (v, t, p),
-        (q, v, p),
-        (p, v, t),
-        (p, q, v),
-        (t, p, v),
-        (v, p, q),
-    )
-    out = torch.zeros_like(hsv, dtype=torch.float32)
-    for k, (rr, gg, bb) in enumerate(choices):
-        mask = sector == k
-        out[:, 0] = torch.where(mask, rr, out[:, 0])
-        out[:, 1] = torch.where(mask, gg, out[:, 1])
-        out[:, 2] = torch.where(mask, bb, out[:, 2])
-    return torch.floor(out + 1e-3).clamp_(0, 255).to(torch.uint8)
+    """(B, 3, H, W) OpenCV 8-bit HSV (integer-valued) → (B, 3, H, W) uint8 RGB, as ``cv2.COLOR_HSV2RGB``:
+    h·(6/180) reduced to [0, 6), sector ⌊h⌋ and fraction f; tab = (v, v·(1 − s), v·(1 − s·f), v·(1 − s·(1 − f)))
+    with s, v scaled by 1/255 in float32; the channels picked by the sector table, × 255 and truncated."""
+    one = torch.ones((), dtype=torch.float32, device=hsv.device)
+    h = hsv[:, 0].float() * torch.tensor(6.0 / 180.0, dtype=torch.float32, device=hsv.device)
+    h = torch.where(h >= 6.0, h - 6.0, h)  # OpenCV's 8-bit hue is 0..255, so h·6/180 < 9: one wrap
+    scale = torch.tensor(1.0 / 255.0, dtype=torch.float32, device=hsv.device)
+    s = hsv[:, 1].float() * scale
+    v = hsv[:, 2].float() * scale
+    sector = torch.floor(h)
+    f = h - sector
+    tab = torch.stack(
+        (v, v * (one - s), v * _one_minus_product(s, f), v * _one_minus_product(s, one - f)), 1
+    )  # (B, 4, H, W)
+    index = _SECTOR_BGR.to(hsv.device)[sector.long()].permute(0, 3, 1, 2).flip(1)  # (B, 3, H, W): r, g, b
+    rgb = torch.gather(tab, 1, index) * torch.tensor(255.0, dtype=torch.float32, device=hsv.device)
+    return rgb.clamp_(0, 255).to(torch.uint8)  # float → uint8 truncates, as OpenCV's 8-bit output does here
 
 
 def augment_hsv_batch(images: Tensor, gains: Tensor | np.ndarray) -> Tensor:
