@@ -8,10 +8,11 @@ distribution is the worker path's), then HSV → RGB with the sector formula.
 RGB → HSV uses OpenCV's 12-bit fixed-point division tables and HSV → RGB OpenCV's float32 sector formula
 (``s`` and ``v`` scaled by 1/255, hue by 6/180, ``1 − s·f`` with one rounding as its fused multiply-add gives it,
 the result × 255 truncated). RGB → HSV matches ``cv2.cvtColor`` byte for byte; HSV → RGB matches its vector path
-byte for byte on the whole uint8 HSV domain (measured on OpenCV 5.0 with AVX-512). OpenCV converts each row in
-blocks of its vector width (32 pixels there) and the last ``W mod 32`` pixels in a scalar loop that rounds
-instead of truncating; those stay within one level. So a stride-aligned training canvas (640 × 640) is the worker
-path's bytes, and the distribution is the worker path's everywhere (``tests/data/test_data_hsv_device.py``).
+byte for byte on the whole uint8 HSV domain (measured with OpenCV 5.0 on an AVX2 + FMA machine). OpenCV converts
+each row in blocks (32 pixels there) and the last ``W mod 32`` pixels in a scalar loop that rounds instead of
+truncating; those stay within one level. So a stride-aligned training canvas (640 × 640) is the worker path's
+bytes, and the distribution is the worker path's everywhere. ``tests/data/test_data_hsv_device.py`` probes the
+installed OpenCV's block width and whether its vector path fuses, and checks bytes where it does.
 """
 
 from __future__ import annotations
