@@ -5,8 +5,8 @@ geometry (targets, every later draw) is byte-identical; ``augment_hsv_batch`` th
 RGB -> HSV exactly as OpenCV, HSV -> RGB as OpenCV's vector path (fused multiply-add, truncated). OpenCV converts
 each row in blocks of its vector width and the last ``W mod block`` pixels with a scalar loop that rounds instead;
 rows whose width is a multiple of the block (every stride-aligned training size) are therefore byte-identical, and
-the scalar tail is within one level. Exactness needs OpenCV's vector path to fuse (FMA hardware; probed below); elsewhere
-the tests check the one-level bound.
+the scalar tail is within one level. Exactness needs OpenCV's vector path to fuse (FMA hardware; probed below);
+elsewhere the tests check the one-level bound.
 """
 
 from __future__ import annotations
@@ -36,16 +36,17 @@ def _vector_block() -> int:
     return 1 << 30  # no vector path at all
 
 
-def _vector_path_fuses() -> bool:
+def _vector_path_fuses(block: int) -> bool:
     """HSV (1, 90, 85): G is 56 with a fused 1 - s*f and 55 with a rounded product, in the vector path."""
-    block = _vector_block()
     if block > 4096:
         return False
     row = np.tile(np.array([1, 90, 85], np.uint8), (1, block, 1))
     return bool(cv2.cvtColor(row, cv2.COLOR_HSV2RGB)[0, 0, 1] == 56)
 
 
-FUSED = _vector_path_fuses()
+BLOCK = _vector_block()  # probed once for the installed OpenCV
+FUSED = _vector_path_fuses(BLOCK)
+EXACT_AT_64 = FUSED and 64 % BLOCK == 0  # a 64-pixel-wide row is all vector path
 
 
 def _to_rgb(hsv: np.ndarray) -> np.ndarray:
@@ -73,13 +74,13 @@ def test_rgb_to_hsv_matches_opencv_exactly() -> None:
 
 
 def _check_against_opencv(hsv: np.ndarray) -> None:
-    """``hsv`` (H, W, 3): ours equals cv2 in the vector-path columns (FMA3 machines), within one level elsewhere."""
+    """``hsv`` (H, W, 3): ours equals cv2 in the vector-path columns (where it fuses), within one level elsewhere."""
     ours = _to_rgb(hsv).astype(int)
     expected = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB).astype(int)
     diff = np.abs(ours - expected).max(-1)
     assert diff.max() <= 1, diff.max()
     width = hsv.shape[1]
-    vector_columns = width - width % _vector_block()
+    vector_columns = width - width % BLOCK
     if FUSED:
         bad = np.argwhere(diff[:, :vector_columns] > 0)
         assert len(bad) == 0, (len(bad), hsv[tuple(bad[0])] if len(bad) else None)
@@ -116,8 +117,10 @@ def test_batch_transform_is_the_worker_transform(seed: int) -> None:
     )
     expected = np.stack([_worker_path(im, g) for im, g in zip(images, gains)]).astype(int)
     diff = np.abs(out.permute(0, 2, 3, 1).numpy().astype(int) - expected)
-    exact = FUSED and 64 % _vector_block() == 0
-    assert diff.max() == 0 if exact else diff.max() <= 1, diff.max()
+    if EXACT_AT_64:
+        assert diff.max() == 0, diff.max()
+    else:
+        assert diff.max() <= 1 and diff.mean() < 0.1, (diff.max(), diff.mean())
 
 
 def test_bad_input_is_named() -> None:
@@ -142,8 +145,9 @@ def test_deferred_samples_keep_every_other_draw(tmp_path: Path) -> None:
         for key in ("batch_idx", "cls", "bboxes", "keypoints"):
             assert torch.equal(a[key], b[key]), key
         moved = augment_hsv_batch(b["images"], b["hsv_gains"])
-        if FUSED and 64 % _vector_block() == 0:
+        if EXACT_AT_64:
             assert torch.equal(moved, a["images"])  # the worker path's bytes
         else:
-            assert int((moved.int() - a["images"].int()).abs().max()) <= 1
+            diff = (moved.int() - a["images"].int()).abs()
+            assert int(diff.max()) <= 1 and float(diff.float().mean()) < 0.1
         assert not torch.equal(b["images"], a["images"])  # the deferred images are the un-HSV'd ones
