@@ -196,8 +196,9 @@ def train_and_score(
 ) -> list[dict[str, Any]]:
     """Train the recipe; per epoch: our value of every curve and training's own validation metrics.
 
-    ``model_options`` are extra ``DetectionLitModule`` arguments outside the recipe, e.g. the opt-in step paths of
-    issue 18 (``{"channels_last": True}``, ``{"compile": True}``), to ask whether a path trains like the default."""
+    ``model_options`` are extra ``DetectionLitModule`` arguments outside the recipe, e.g. the step paths of issue
+    18 (``{"channels_last": False}``: the contiguous step the CPU default replaced; ``{"compile": True}``), to ask
+    whether a path trains like the default."""
     import lightning.pytorch as pl
     import torch
 
@@ -421,16 +422,28 @@ def main(argv: list[str] | None = None) -> int:
         help="train with this seed instead of the recipe's (repeatable; with several, the exit status is the "
         "seed-mean curve's band check and a per-seed summary is printed)",
     )
-    parser.add_argument(
+    layout = parser.add_mutually_exclusive_group()
+    layout.add_argument(
         "--channels-last",
-        action="store_true",
-        help="train with --model.channels_last (issue 18's opt-in path)",
+        action="store_const",
+        const=True,
+        dest="channels_last",
+        help="train with --model.channels_last true (the CPU default; this forces it under --compile too)",
+    )
+    layout.add_argument(
+        "--contiguous",
+        action="store_const",
+        const=False,
+        dest="channels_last",
+        help="train with --model.channels_last false (the contiguous NCHW step, the CPU default before issue 18)",
     )
     parser.add_argument(
         "--compile", action="store_true", help="train with --model.compile (issue 18's opt-in path)"
     )
     args = parser.parse_args(argv)
-    model_options = {"channels_last": True} if args.channels_last else {}
+    model_options: dict[str, Any] = (
+        {} if args.channels_last is None else {"channels_last": args.channels_last}
+    )
     model_options.update({"compile": True} if args.compile else {})
     warnings.filterwarnings("ignore", message=r".*overridden `transfer_batch_to_device`.*")
     warnings.filterwarnings("ignore", message=r".*does not have many workers.*")

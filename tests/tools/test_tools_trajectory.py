@@ -144,7 +144,7 @@ def test_seed_mean_curve_and_summary(recipe: Any, shared_dir: Path) -> None:
 def test_main_seeds_and_step_paths(
     shared_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """main(): --seed replaces the recipe's seed, --channels-last/--compile reach the module's arguments; one seed
+    """main(): --seed replaces the recipe's seed, --channels-last/--contiguous/--compile reach the module's arguments; one seed
     below the band fails the run alone, while with two seeds the exit status is the seed-mean curve's check."""
     recipe = RATIO_RECIPES[0]
     trajectory = trajectory_tool.load_trajectory(recipe, shared_dir)
@@ -162,6 +162,9 @@ def test_main_seeds_and_step_paths(
     calls.clear()
     assert trajectory_tool.main([*only, "--seed", "3", "--channels-last"]) == 1
     assert calls == [(3, {"channels_last": True})]
+    calls.clear()
+    assert trajectory_tool.main([*only, "--seed", "3", "--contiguous"]) == 1
+    assert calls == [(3, {"channels_last": False})]
     calls.clear()
     # a repeated seed is one run, judged alone
     assert trajectory_tool.main([*only, "--seed", "3", "--seed", "3"]) == 1 and calls == [(3, {})]

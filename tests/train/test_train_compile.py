@@ -1,6 +1,6 @@
 """`--model.channels_last` / `--model.compile` (issue 18): the fast training forward gives eager's losses.
 
-Each case builds two modules with the same seed, one eager and one with the option, and compares the objective
+Each case builds two modules with the same seed, one contiguous eager and one with the option, and compares the objective
 on the same synthetic batch (random images, boxes drawn from the batch generator) within 1e-5 relative, and the
 gradients it back-propagates. torch.compile is lazy:
 both compile tests are `slow` (importing dynamo alone takes ~20 s here).
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 
+from lucid_train.memory_format import resolve_channels_last
 from lucid_train.module import YOLOLitModule
 from lucid_train.precision import float32_output
 
@@ -34,7 +35,10 @@ def _batch(batch: int, imgsz: int, boxes_per_image: int = 3) -> dict[str, torch.
 
 
 def _module(family: str, **options: Any) -> YOLOLitModule:
+    """A module after its fit-start layout step; contiguous eager unless ``options`` say otherwise (on the CPU an
+    unset ``channels_last`` resolves to channels-last, so the baseline names ``False``)."""
     torch.manual_seed(0)
+    options.setdefault("channels_last", False)
     module = YOLOLitModule(family=family, scale="n", num_classes=3, imgsz=64, **options)
     module.prepare_fast_paths()
     return module
@@ -61,9 +65,50 @@ def test_channels_last_losses_equal_eager(family: str) -> None:
     batch = _batch(2, 64)
     eager = _loss_and_gradient(_module(family), batch)
     fast_module = _module(family, channels_last=True)
-    weight = next(p for p in fast_module.model.parameters() if p.ndim == 4)
-    assert weight.is_contiguous(memory_format=torch.channels_last)
+    for network in (fast_module.model, fast_module.ema_model):
+        weight = next(p for p in network.parameters() if p.ndim == 4)
+        assert weight.is_contiguous(memory_format=torch.channels_last)
     _assert_close(_loss_and_gradient(fast_module, batch), eager)
+
+
+@pytest.mark.parametrize(
+    ("option", "device_type", "compile", "expected"),
+    [
+        (None, "cpu", False, True),  # the CPU default: the faster step (docs/benchmarks.md)
+        (None, "cpu", True, False),  # compile keeps the layout its figures were measured in
+        (None, "cuda", False, False),
+        (None, "mps", False, False),
+        (False, "cpu", False, False),  # an explicit choice wins everywhere
+        (True, "cuda", False, True),
+        (True, "cpu", True, True),
+    ],
+)
+def test_channels_last_resolves_per_device(
+    option: bool | None, device_type: str, compile: bool, expected: bool
+) -> None:
+    assert resolve_channels_last(option, device_type, compile=compile) is expected
+
+
+def test_unset_channels_last_trains_channels_last_on_cpu() -> None:
+    """No flag: on the CPU the module's fit-start step puts the network and its EMA copy in NHWC, and the
+    training input follows; ``--model.channels_last false`` keeps both contiguous."""
+    torch.manual_seed(0)
+    default = YOLOLitModule(family="yolo26", scale="n", num_classes=3, imgsz=64)
+    assert default.channels_last_option is None
+    default.prepare_fast_paths()
+    assert default.channels_last
+    for network in (default.model, default.ema_model):
+        weight = next(p for p in network.parameters() if p.ndim == 4)
+        assert weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous()
+    seen: list[torch.Tensor] = []
+    default.model.register_forward_pre_hook(lambda _module, args: seen.append(args[0]))
+    images = default._images(_batch(2, 64))
+    assert images.is_contiguous()
+    default._train_forward(images)
+    assert seen and seen[0].is_contiguous(memory_format=torch.channels_last) and not seen[0].is_contiguous()
+    contiguous = _module("yolo26")
+    assert not contiguous.channels_last
+    assert all(p.is_contiguous() for p in contiguous.model.parameters())
 
 
 @pytest.mark.slow  # torch.compile's first import (dynamo) alone takes ~20 s on a loaded 2-core machine

@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from lucid_train.accel import accel_flags, attach_accel, train_forward
 from lucid_train.errors import NonFiniteLossError, TrainingSetupError
+from lucid_train.memory_format import resolve_channels_last
 from lucid_train.precision import autocast_off, float32_output, keep_batchnorm_float32
 from lucid_train.recipe import (
     EMAConfig,
@@ -126,7 +127,10 @@ class YOLOLitModule(pl.LightningModule):
             ``"topk"`` (yolo26's NMS-free one-to-one branch). An end-to-end model is scored on both every epoch;
             the other path is logged as ``metrics/e2e/*`` (top-k) or ``metrics/nms/*`` (NMS).
         compile: ``torch.compile`` the network for the training forward (issue 18; the objective stays eager).
-        channels_last: train the network in channels-last (NHWC) memory format (issue 18).
+        channels_last: train the network (and its EMA copy) in channels-last (NHWC) memory format (issue 18).
+            ``None`` (default) resolves at fit start by :func:`resolve_channels_last`: on when the model trains on
+            the CPU without ``--model.compile`` (the faster CPU step, measured by ``tools/bench/train.py --step``),
+            off elsewhere; ``true``/``false`` force it. The resolved layout is printed with the optimizer line.
     """
 
     def __init__(
@@ -148,7 +152,7 @@ class YOLOLitModule(pl.LightningModule):
         val_decode: str = "nms",
         task_options: dict[str, Any] | None = None,
         compile: bool = False,
-        channels_last: bool = False,
+        channels_last: bool | None = None,
     ) -> None:
         super().__init__()
         from lucid_core.tasks import TASKS
@@ -183,9 +187,11 @@ class YOLOLitModule(pl.LightningModule):
         self.val_decode = val_decode
         #: the decode path of predict_step: None = NMS (yolo26: one-to-many + NMS, the reference default).
         self.decode: str | None = None
-        #: issue 18 CPU/GPU step options (``--model.compile``, ``--model.channels_last``; default off): see
-        #: :meth:`prepare_fast_paths`.
+        #: issue 18 CPU/GPU step options (``--model.compile``, default off; ``--model.channels_last``, default
+        #: resolved per device): see :meth:`prepare_fast_paths`.
         self.compile_network = bool(compile)
+        #: the user's ``--model.channels_last`` (None = by device); ``channels_last`` is what it resolved to.
+        self.channels_last_option = None if channels_last is None else bool(channels_last)
         self.channels_last = bool(channels_last)
         # the compiled network is kept out of the module tree (no duplicate state_dict keys)
         self.__dict__["_compiled_network"] = None
@@ -367,7 +373,12 @@ class YOLOLitModule(pl.LightningModule):
             batch_size=batch,
             iterations=iterations,
         )
-        self.resolved = replace(resolved, precision=str(self.trainer.precision))
+        self.channels_last = self._resolved_channels_last()
+        self.resolved = replace(
+            resolved,
+            precision=str(self.trainer.precision),
+            memory_format="channels_last" if self.channels_last else "contiguous",
+        )
         self.accumulate = self.resolved.accumulate
         rank_zero_info(self.resolved.describe())
         boost = None  # MuSGD trains the head's classification convs with lr x 3 (fixture README layout)
@@ -445,14 +456,23 @@ class YOLOLitModule(pl.LightningModule):
         self._accel = attach_accel(self, self.accel)
         self.prepare_fast_paths()
 
+    def _resolved_channels_last(self) -> bool:
+        """``--model.channels_last`` on this module's device (:func:`resolve_channels_last`)."""
+        return resolve_channels_last(
+            self.channels_last_option, self.device.type, compile=self.compile_network
+        )
+
     def prepare_fast_paths(self) -> None:
-        """``channels_last``: the network's 4-D weights (and the training inputs) in NHWC memory format;
-        ``compile``: the training forward through ``torch.compile`` of the network (the objective, optimizer and
-        EMA stay eager). Both compute the same losses as eager up to float rounding (tested to 1e-5 relative,
-        ``tests/train/test_train_compile.py``). Compilation is skipped, with a note, when a lucid-accel session
-        drives the forward."""
+        """``channels_last``: the network's and the EMA copy's 4-D weights (and the training inputs) in NHWC memory
+        format; ``compile``: the training forward through ``torch.compile`` of the network (the objective,
+        optimizer and EMA stay eager). Both compute the same losses as the contiguous eager step up to float
+        rounding (tested to 1e-5 relative, ``tests/train/test_train_compile.py``). Compilation is skipped, with a
+        note, when a lucid-accel session drives the forward."""
+        self.channels_last = self._resolved_channels_last()
         if self.channels_last:
+            # in place (``param.data``), so the optimizer built before fit start keeps the same parameters
             self.model.to(memory_format=torch.channels_last)
+            self.ema_model.to(memory_format=torch.channels_last)
         if self.compile_network and self.__dict__.get("_compiled_network") is None:
             if self._accel is not None:
                 rank_zero_info("lucid-train: --model.compile ignored: a --accel.* session drives the forward")

@@ -125,12 +125,16 @@ class ResolvedOptimizer:
     iterations: int | None = None
     #: the trainer's resolved precision (``32-true``, ``16-mixed``, ...); printed with the optimizer line.
     precision: str | None = None
+    #: the training network's memory format (``channels_last`` or ``contiguous``, :func:`resolve_channels_last`).
+    memory_format: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def describe(self) -> str:
         precision = f" precision={self.precision}" if self.precision else ""
+        if self.memory_format:
+            precision += f" memory_format={self.memory_format}"
         return (
             f"optimizer: {self.name}(lr0={self.lr0:g}, momentum={self.momentum:g}, "
             f"weight_decay={self.weight_decay:g}) warmup_bias_lr={self.warmup_bias_lr:g} "
