@@ -8,6 +8,7 @@ both compile tests are `slow` (importing dynamo alone takes ~20 s here).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,9 +66,8 @@ def test_channels_last_losses_equal_eager(family: str) -> None:
     batch = _batch(2, 64)
     eager = _loss_and_gradient(_module(family), batch)
     fast_module = _module(family, channels_last=True)
-    for network in (fast_module.model, fast_module.ema_model):
-        weight = next(p for p in network.parameters() if p.ndim == 4)
-        assert weight.is_contiguous(memory_format=torch.channels_last)
+    weight = next(p for p in fast_module.model.parameters() if p.ndim == 4)
+    assert weight.is_contiguous(memory_format=torch.channels_last)
     _assert_close(_loss_and_gradient(fast_module, batch), eager)
 
 
@@ -90,16 +90,17 @@ def test_channels_last_resolves_per_device(
 
 
 def test_unset_channels_last_trains_channels_last_on_cpu() -> None:
-    """No flag: on the CPU the module's fit-start step puts the network and its EMA copy in NHWC, and the
-    training input follows; ``--model.channels_last false`` keeps both contiguous."""
+    """No flag: on the CPU the module's fit-start step puts the trained network in NHWC and the training input
+    follows; the EMA copy validation scores stays contiguous (the in-training metric is then the offline one to
+    the bit, tests/train/test_train_ddp.py); ``--model.channels_last false`` keeps the network contiguous."""
     torch.manual_seed(0)
     default = YOLOLitModule(family="yolo26", scale="n", num_classes=3, imgsz=64)
     assert default.channels_last_option is None
     default.prepare_fast_paths()
     assert default.channels_last
-    for network in (default.model, default.ema_model):
-        weight = next(p for p in network.parameters() if p.ndim == 4)
-        assert weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous()
+    weight = next(p for p in default.model.parameters() if p.ndim == 4)
+    assert weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous()
+    assert all(p.is_contiguous() for p in default.ema_model.parameters())
     seen: list[torch.Tensor] = []
     default.model.register_forward_pre_hook(lambda _module, args: seen.append(args[0]))
     images = default._images(_batch(2, 64))
@@ -125,3 +126,43 @@ def test_compiled_losses_equal_eager(family: str) -> None:
     batch = _batch(2, 64)
     eager = _loss_and_gradient(_module(family), batch)
     _assert_close(_loss_and_gradient(_module(family, compile=True), batch), eager)
+
+
+def test_fit_resolves_the_layout_before_the_optimizer_and_keeps_the_ema_contiguous(tmp_path: Path) -> None:
+    """A real CPU fit: ``setup("fit")`` puts the network in NHWC before ``configure_optimizers`` (and before a DDP
+    wrapper would take the parameters' strides for its gradient buckets), the optimizer holds the model's own
+    parameters, the resolved layout is printed/saved with the optimizer, and the EMA copy stays contiguous."""
+    from lucid_train_testing import make_shapes, tiny_data, tiny_trainer
+
+    seen: dict[str, bool] = {}
+
+    class Spy(YOLOLitModule):
+        def configure_optimizers(self) -> Any:
+            weight = next(p for p in self.model.parameters() if p.ndim == 4)
+            seen["channels_last_at_configure"] = weight.is_contiguous(memory_format=torch.channels_last)
+            return super().configure_optimizers()
+
+    data = tiny_data(make_shapes(tmp_path / "shapes", n_train=4, n_val=2), batch_size=2)
+    torch.manual_seed(0)
+    module = Spy(family="yolo26", num_classes=data.num_classes, names=data.names, imgsz=data.imgsz)
+    tiny_trainer(tmp_path / "run", limit_train_batches=1, limit_val_batches=1).fit(module, datamodule=data)
+    assert seen == {"channels_last_at_configure": True}
+    assert module.resolved is not None and module.resolved.memory_format == "channels_last"
+    assert "memory_format=channels_last" in module.resolved.describe()
+    optimizer = module.optimizers().optimizer  # type: ignore[union-attr]
+    model_params = {id(p) for p in module.model.parameters()}
+    assert {id(p) for group in optimizer.param_groups for p in group["params"]} <= model_params
+    assert all(p.is_contiguous() for p in module.ema_model.parameters())
+
+
+def test_recipe_links_pickle_for_ddp_spawn() -> None:
+    """``--trainer.strategy ddp_spawn`` pickles the trainer, whose config callback holds the CLI parser and its
+    link functions: they are module-level callables, and a round trip converts as before."""
+    import pickle
+
+    from lucid_train.cli import _to_plain
+    from lucid_train.recipe import OptimizerConfig
+
+    link = pickle.loads(pickle.dumps(_to_plain(OptimizerConfig)))
+    assert link(None) is None
+    assert link({"name": "SGD", "lr0": 0.02}) == {**vars(OptimizerConfig()), "name": "SGD", "lr0": 0.02}

@@ -86,20 +86,28 @@ def embedded_default() -> dict[str, Any]:
     return loaded
 
 
-def _to_plain(cls: type[Any]) -> Any:
+class _ToPlain:
     """Link a recipe group into the module as a plain mapping (validated by ``cls``).
 
     The module accepts a mapping for these arguments; passing a dataclass *instance* through the link would make
-    jsonargparse warn "Unable to serialize instance" when it saves ``config.yaml``.
+    jsonargparse warn "Unable to serialize instance" when it saves ``config.yaml``. A module-level class, not a
+    closure: ``--trainer.strategy ddp_spawn`` pickles the trainer, whose config callback holds the parser and so
+    these link functions ("Can't pickle local object" otherwise).
     """
 
-    def convert(value: Any) -> Any:
+    def __init__(self, cls: type[Any]) -> None:
+        self.cls = cls
+
+    def __call__(self, value: Any) -> Any:
         if value is None:
             return None
         mapping = dict(vars(value) if hasattr(value, "__dict__") else value)
-        return dict(vars(cls(**mapping)))
+        return dict(vars(self.cls(**mapping)))
 
-    return convert
+
+def _to_plain(cls: type[Any]) -> _ToPlain:
+    """The link function of one recipe group (:class:`_ToPlain`)."""
+    return _ToPlain(cls)
 
 
 class LucidTrainCLI(LightningCLI):

@@ -127,7 +127,8 @@ class YOLOLitModule(pl.LightningModule):
             ``"topk"`` (yolo26's NMS-free one-to-one branch). An end-to-end model is scored on both every epoch;
             the other path is logged as ``metrics/e2e/*`` (top-k) or ``metrics/nms/*`` (NMS).
         compile: ``torch.compile`` the network for the training forward (issue 18; the objective stays eager).
-        channels_last: train the network (and its EMA copy) in channels-last (NHWC) memory format (issue 18).
+        channels_last: train the network in channels-last (NHWC) memory format (issue 18; the EMA copy that
+            validation scores stays contiguous).
             ``None`` (default) resolves at fit start by :func:`resolve_channels_last`: on when the model trains on
             the CPU without ``--model.compile`` (the faster CPU step, measured by ``tools/bench/train.py --step``),
             off elsewhere; ``true``/``false`` force it. The resolved layout is printed with the optimizer line.
@@ -323,12 +324,15 @@ class YOLOLitModule(pl.LightningModule):
         return objective
 
     def setup(self, stage: str) -> None:
-        """Rebuild the objective with the run's epoch count (the yolo26 branch-weight schedule depends on it), and
+        """Rebuild the objective with the run's epoch count (the yolo26 branch-weight schedule depends on it),
         serve this process's tensors from a never-trimmed heap (``lucid_core.allocator``: a training step's
-        activations stop page-faulting; a no-op off glibc, or when the user set their own malloc options)."""
+        activations stop page-faulting; a no-op off glibc, or when the user set their own malloc options), and
+        resolve the trained network's memory format for the strategy's device (:meth:`prepare_memory_format`)."""
         from lucid_core.allocator import tune_glibc_malloc
 
         tune_glibc_malloc()
+        if stage == "fit":
+            self.prepare_memory_format(self.trainer.strategy.root_device.type)
         if stage == "fit" and self.trainer.max_epochs and self.trainer.max_epochs > 0:
             self.criterion = self._build_loss(int(self.trainer.max_epochs))
 
@@ -373,7 +377,6 @@ class YOLOLitModule(pl.LightningModule):
             batch_size=batch,
             iterations=iterations,
         )
-        self.channels_last = self._resolved_channels_last()
         self.resolved = replace(
             resolved,
             precision=str(self.trainer.precision),
@@ -456,23 +459,31 @@ class YOLOLitModule(pl.LightningModule):
         self._accel = attach_accel(self, self.accel)
         self.prepare_fast_paths()
 
-    def _resolved_channels_last(self) -> bool:
-        """``--model.channels_last`` on this module's device (:func:`resolve_channels_last`)."""
-        return resolve_channels_last(
-            self.channels_last_option, self.device.type, compile=self.compile_network
+    def prepare_memory_format(self, device_type: str | None = None) -> bool:
+        """Resolve ``--model.channels_last`` for ``device_type`` (default: this module's device;
+        :func:`resolve_channels_last`) and put the trained network's 4-D weights in that memory format; returns
+        whether it is channels-last. ``setup("fit")`` calls it with the strategy's device, before Lightning moves
+        the model, wraps it for DDP (whose gradient buckets take the parameters' strides then) and builds the
+        optimizer. In place (``param.data``): parameter identities do not change.
+
+        The EMA copy stays contiguous: validation scores it, and a contiguous network is what ``lucid-train
+        validate`` and ``lucid-eval`` load, so the in-training metric equals theirs to the bit (the EMA update is
+        element-wise: its values do not depend on either layout)."""
+        self.channels_last = resolve_channels_last(
+            self.channels_last_option, device_type or self.device.type, compile=self.compile_network
         )
+        self.model.to(memory_format=torch.channels_last if self.channels_last else torch.contiguous_format)
+        self.__dict__["_memory_format_ready"] = True
+        return self.channels_last
 
     def prepare_fast_paths(self) -> None:
-        """``channels_last``: the network's and the EMA copy's 4-D weights (and the training inputs) in NHWC memory
-        format; ``compile``: the training forward through ``torch.compile`` of the network (the objective,
-        optimizer and EMA stay eager). Both compute the same losses as the contiguous eager step up to float
-        rounding (tested to 1e-5 relative, ``tests/train/test_train_compile.py``). Compilation is skipped, with a
-        note, when a lucid-accel session drives the forward."""
-        self.channels_last = self._resolved_channels_last()
-        if self.channels_last:
-            # in place (``param.data``), so the optimizer built before fit start keeps the same parameters
-            self.model.to(memory_format=torch.channels_last)
-            self.ema_model.to(memory_format=torch.channels_last)
+        """The step options at fit start: the memory format (when ``setup`` has not resolved it, e.g. a module
+        driven without a trainer) and ``compile``, the training forward through ``torch.compile`` of the network
+        (the objective, optimizer and EMA stay eager). Both compute the same losses as the contiguous eager step
+        up to float rounding (tested to 1e-5 relative, ``tests/train/test_train_compile.py``). Compilation is
+        skipped, with a note, when a lucid-accel session drives the forward."""
+        if not self.__dict__.get("_memory_format_ready"):
+            self.prepare_memory_format()
         if self.compile_network and self.__dict__.get("_compiled_network") is None:
             if self._accel is not None:
                 rank_zero_info("lucid-train: --model.compile ignored: a --accel.* session drives the forward")
