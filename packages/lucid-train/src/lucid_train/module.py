@@ -128,10 +128,10 @@ class YOLOLitModule(pl.LightningModule):
             the other path is logged as ``metrics/e2e/*`` (top-k) or ``metrics/nms/*`` (NMS).
         compile: ``torch.compile`` the network for the training forward (issue 18; the objective stays eager).
         channels_last: train the network in channels-last (NHWC) memory format (issue 18; the EMA copy that
-            validation scores stays contiguous).
-            ``None`` (default) resolves at fit start by :func:`resolve_channels_last`: on when the model trains on
-            the CPU without ``--model.compile`` (the faster CPU step, measured by ``tools/bench/train.py --step``),
-            off elsewhere; ``true``/``false`` force it. The resolved layout is printed with the optimizer line.
+            validation scores stays contiguous). ``None`` (default) resolves in ``setup("fit")`` by
+            :func:`resolve_channels_last`: on when the model trains on the CPU without ``--model.compile`` (the
+            faster CPU step, measured by ``tools/bench/train.py --step``), off elsewhere; ``true``/``false`` force
+            it. The resolved layout is printed with the optimizer line.
     """
 
     def __init__(
