@@ -160,9 +160,9 @@ def test_recipe_links_pickle_for_ddp_spawn() -> None:
     link functions: they are module-level callables, and a round trip converts as before."""
     import pickle
 
-    from lucid_train.cli import _to_plain
+    from lucid_train.cli import _ToPlain
     from lucid_train.recipe import OptimizerConfig
 
-    link = pickle.loads(pickle.dumps(_to_plain(OptimizerConfig)))
+    link = pickle.loads(pickle.dumps(_ToPlain(OptimizerConfig)))
     assert link(None) is None
     assert link({"name": "SGD", "lr0": 0.02}) == {**vars(OptimizerConfig()), "name": "SGD", "lr0": 0.02}

@@ -105,11 +105,6 @@ class _ToPlain:
         return dict(vars(self.cls(**mapping)))
 
 
-def _to_plain(cls: type[Any]) -> _ToPlain:
-    """The link function of one recipe group (:class:`_ToPlain`)."""
-    return _ToPlain(cls)
-
-
 class LucidTrainCLI(LightningCLI):
     """LightningCLI with the recipe groups and data → model links (see the module docstring)."""
 
@@ -117,11 +112,11 @@ class LucidTrainCLI(LightningCLI):
         parser.add_class_arguments(OptimizerConfig, "optimizer")
         parser.add_class_arguments(EMAConfig, "ema")
         parser.add_class_arguments(LossConfig, "loss")
-        parser.link_arguments("optimizer", "model.optimizer", compute_fn=_to_plain(OptimizerConfig))
-        parser.link_arguments("ema", "model.ema", compute_fn=_to_plain(EMAConfig))
-        parser.link_arguments("loss", "model.loss", compute_fn=_to_plain(LossConfig))
+        parser.link_arguments("optimizer", "model.optimizer", compute_fn=_ToPlain(OptimizerConfig))
+        parser.link_arguments("ema", "model.ema", compute_fn=_ToPlain(EMAConfig))
+        parser.link_arguments("loss", "model.loss", compute_fn=_ToPlain(LossConfig))
         parser.add_class_arguments(AccelFlags, "accel")  # lucid-accel fast paths (lucid_train.accel)
-        parser.link_arguments("accel", "model.accel", compute_fn=_to_plain(AccelFlags))
+        parser.link_arguments("accel", "model.accel", compute_fn=_ToPlain(AccelFlags))
         parser.link_arguments("data.num_classes", "model.num_classes", apply_on="instantiate")
         parser.link_arguments("data.names", "model.names", apply_on="instantiate")
         parser.link_arguments("data.imgsz", "model.imgsz", apply_on="instantiate")

@@ -132,13 +132,12 @@ class ResolvedOptimizer:
         return asdict(self)
 
     def describe(self) -> str:
-        precision = f" precision={self.precision}" if self.precision else ""
-        if self.memory_format:
-            precision += f" memory_format={self.memory_format}"
+        step = f" precision={self.precision}" if self.precision else ""
+        step += f" memory_format={self.memory_format}" if self.memory_format else ""
         return (
             f"optimizer: {self.name}(lr0={self.lr0:g}, momentum={self.momentum:g}, "
             f"weight_decay={self.weight_decay:g}) warmup_bias_lr={self.warmup_bias_lr:g} "
-            f"accumulate={self.accumulate} batch={self.batch_size}{precision} [{self.reason}]"
+            f"accumulate={self.accumulate} batch={self.batch_size}{step} [{self.reason}]"
         )
 
 
