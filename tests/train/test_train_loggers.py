@@ -5,6 +5,7 @@ directory; ``false`` = none; our metrics.csv/jsonl and config.yaml stay in the r
 from __future__ import annotations
 
 import csv
+import logging
 import warnings
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,10 @@ from lucid_train_testing import make_shapes
 from lucid_train.cli import build_cli, main
 from lucid_train.loggers import (
     CSV_LOGS,
+    LIGHTNING_RANK_ZERO_LOGGER,
     RUN_DIR_TOKEN,
     TENSORBOARD_LOGS,
+    drop_lightning_tips,
     tensorboard_available,
     with_logger_save_dir,
 )
@@ -152,3 +155,20 @@ def test_fit_with_default_and_flagged_loggers_writes_their_files_and_ours(
     _fit(shapes_yaml, flagged, "--trainer.logger", "lightning.pytorch.loggers.CSVLogger")
     assert (flagged / "lightning_logs" / "version_0" / "metrics.csv").is_file()
     assert (flagged / "config.yaml").is_file() and len(_our_metrics(flagged)) == 1
+
+
+def test_the_cli_drops_lightnings_hosted_logger_tip_and_keeps_its_other_notices(
+    shapes_yaml: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Offline-first: building the CLI's trainer logs none of Lightning's "💡 Tip" adverts (Lightning logs one for
+    every run without its hosted logger), while its other notices (the accelerator lines) still reach the log;
+    installing the filter twice adds it once."""
+    caplog.set_level(logging.INFO, logger=LIGHTNING_RANK_ZERO_LOGGER)
+    build_cli(_args(shapes_yaml, tmp_path / "run"), run=False)
+    messages = [r.getMessage() for r in caplog.records if r.name == LIGHTNING_RANK_ZERO_LOGGER]
+    assert any("GPU available" in m for m in messages), messages
+    assert not any("Tip:" in m or "litlogger" in m for m in messages), messages
+    log = logging.getLogger(LIGHTNING_RANK_ZERO_LOGGER)
+    before = len(log.filters)
+    drop_lightning_tips()
+    assert len(log.filters) == before

@@ -39,7 +39,13 @@ from lucid_train.accel import AccelFlags
 from lucid_train.callbacks import EpochStateCallback, RunArtifacts
 from lucid_train.datamodule import YOLODataModule
 from lucid_train.errors import TrainingSetupError
-from lucid_train.loggers import RunDirConfig, default_loggers, resolve_logger_dirs, with_logger_save_dir
+from lucid_train.loggers import (
+    RunDirConfig,
+    default_loggers,
+    drop_lightning_tips,
+    resolve_logger_dirs,
+    with_logger_save_dir,
+)
 from lucid_train.module import YOLOLitModule
 from lucid_train.precision import default_precision
 from lucid_train.recipe import EMAConfig, LossConfig, OptimizerConfig
@@ -300,6 +306,7 @@ def build_cli(args: list[str] | None = None, *, run: bool = True) -> LucidTrainC
     # main() passes the (possibly completed) command line explicitly, so Lightning's "args and sys.argv" notice
     # does not apply.
     warnings.filterwarnings("ignore", message=r".*args parameter is intended to run from within Python.*")
+    drop_lightning_tips()  # offline-first: no hosted-logger advert on every run (lucid_train.loggers)
     return LucidTrainCLI(
         YOLOLitModule,
         YOLODataModule,

@@ -14,6 +14,9 @@
 - :class:`RunDirConfig`: LightningCLI's ``SaveConfigCallback`` writes ``config.yaml`` into ``trainer.log_dir``,
   which becomes the first logger's folder once a logger is set; this one writes it into the run directory
   (``trainer.default_root_dir``), where ``lucid-train fit --config RUN/config.yaml`` expects it.
+- :func:`drop_lightning_tips`: Lightning 2.6 prints a "💡 Tip" advertising its hosted experiment logger on every
+  run without one; lucid-train is offline-first (nothing leaves the machine unless asked), so the CLI and the
+  Python facade drop that one notice. Every other Lightning message is kept.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,26 @@ RUN_DIR_TOKEN = "<lucid-run-dir>"
 #: sub-folders of the default loggers inside the run directory.
 CSV_LOGS = "csv"
 TENSORBOARD_LOGS = "tensorboard"
+
+
+#: the logger Lightning's ``rank_zero_info`` writes to (lightning.pytorch.utilities.rank_zero).
+LIGHTNING_RANK_ZERO_LOGGER = "lightning.pytorch.utilities.rank_zero"
+#: the start of Lightning's promotional notices (the hosted-logger tip), the only records dropped.
+LIGHTNING_TIP_PREFIX = "💡 Tip:"
+
+
+class _DropLightningTips(logging.Filter):
+    """Drops Lightning's "💡 Tip: ..." promotional records, passes every other record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(LIGHTNING_TIP_PREFIX)
+
+
+def drop_lightning_tips() -> None:
+    """Install :class:`_DropLightningTips` on Lightning's rank-zero logger (idempotent)."""
+    log = logging.getLogger(LIGHTNING_RANK_ZERO_LOGGER)
+    if not any(isinstance(f, _DropLightningTips) for f in log.filters):
+        log.addFilter(_DropLightningTips())
 
 
 def tensorboard_available() -> bool:
