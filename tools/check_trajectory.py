@@ -29,9 +29,9 @@ Usage: ``uv run --no-sync python tools/check_trajectory.py [--only NAME] [--thre
 
 One seed is one draw: on the shapes recipe the final ratio moves by several hundredths from seed to seed (the seed
 table of docs/TRAINING.md). ``--seed N`` (repeatable) trains other seeds; with several, each seed's table and a
-per-seed summary are printed and the exit status is the band check of the seed-mean curve. ``--channels-last`` and
-``--compile`` train through issue 18's opt-in step paths, so a path can be compared with the default over the same
-seeds. ``make goldens`` runs the recipe's own seed on the default path.
+per-seed summary are printed and the exit status is the band check of the seed-mean curve. ``--contiguous`` trains
+the NCHW step (the CPU default is channels-last, issue 18), ``--compile`` the opt-in compiled one, so a path can be
+compared with the default over the same seeds. ``make goldens`` runs the recipe's own seed on the default path.
 """
 
 from __future__ import annotations
