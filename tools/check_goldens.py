@@ -86,8 +86,11 @@ def run_case(case: dict[str, Any]) -> dict[str, float]:
     from lucid_data.augment.pipeline import AugmentConfig
     from lucid_train.callbacks import EpochStateCallback
     from lucid_train.datamodule import DetectionDataModule
+    from lucid_train.loggers import drop_lightning_tips
     from lucid_train.module import DetectionLitModule
     from lucid_train.recipe import OptimizerConfig
+
+    drop_lightning_tips()  # the same quiet log as lucid-train's own runs
 
     train = case["train"]
     with tempfile.TemporaryDirectory(prefix=f"lucid-golden-{case['name']}-") as tmp:

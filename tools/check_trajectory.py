@@ -206,8 +206,11 @@ def train_and_score(
     from lucid_train.callbacks import EpochStateCallback
     from lucid_train.datamodule import DetectionDataModule
     from lucid_train.eval import evaluate_model
+    from lucid_train.loggers import drop_lightning_tips
     from lucid_train.module import DetectionLitModule
     from lucid_train.recipe import OptimizerConfig
+
+    drop_lightning_tips()  # the same quiet log as lucid-train's own runs
 
     data_yaml = shared / recipe.data
     if not data_yaml.is_file():
