@@ -51,3 +51,32 @@ def test_cached_predictions_equal_a_fresh_preparation() -> None:
     (reference,) = predict(fresh, image, imgsz=64, conf=0.0)
     torch.testing.assert_close(changed.boxes, reference.boxes, rtol=0, atol=0)
     torch.testing.assert_close(changed.scores, reference.scores, rtol=0, atol=0)
+
+
+def test_replacing_a_parameter_or_a_submodule_changes_the_signature() -> None:
+    model = build_model("yolov8", "detect", "n", num_classes=3).eval()
+    first, _ = cached_inference_model(model)
+    conv = next(m for m in model.modules() if isinstance(m, torch.nn.Conv2d))
+    conv.weight = torch.nn.Parameter(conv.weight.detach().clone())  # same values, a new tensor
+    second, _ = cached_inference_model(model)
+    assert second is not first
+    parent, name = next((m, n) for m in model.modules() for n, c in m.named_children() if c is conv)
+    setattr(
+        parent,
+        name,
+        torch.nn.Conv2d(
+            conv.in_channels,
+            conv.out_channels,
+            conv.kernel_size,
+            conv.stride,
+            conv.padding,
+            bias=conv.bias is not None,
+        ),
+    )
+    assert cached_inference_model(model)[0] is not second
+
+
+def test_the_signature_covers_every_parameter_and_buffer_once_per_owner() -> None:
+    model = build_model("yolo26", "detect", "n", num_classes=3).eval()
+    tensors = {id(t) for t in [*model.parameters(), *model.buffers()]}
+    assert {entry[0] for entry in parameter_signature(model)} == tensors
