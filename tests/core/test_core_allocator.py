@@ -4,6 +4,7 @@ larger than any mmap threshold glibc accepts (a training step's activations)."""
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -75,3 +76,43 @@ def test_user_settings_and_opt_out_win(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "1000")
     assert allocator.tune_glibc_malloc() is False
     assert allocator.tune_glibc_malloc() is False  # idempotent: the first call decided
+
+
+_PREDICT = """
+import resource, sys
+import torch
+from lucid_core import allocator
+from lucid_core.models import build_model
+from lucid_core.predict import predict
+torch.set_num_threads(1)
+model = build_model("yolov8", "detect", "n", num_classes=3).eval()
+image = torch.randint(0, 256, (3, 240, 320), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+before_call = allocator._applied
+for _ in range(3):  # settle
+    predict(model, image, imgsz=320)
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(5):
+    predict(model, image, imgsz=320)
+print(before_call, allocator._applied, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / 5)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc mallopt")
+@pytest.mark.parametrize("opt_out", [False, True])
+def test_predict_tunes_malloc_on_its_first_call_unless_opted_out(opt_out: bool) -> None:
+    """``predict`` sets the policy itself (a call's activations stop page-faulting); ``LUCID_MALLOC_TUNING=0`` wins."""
+    env = {k: v for k, v in os.environ.items() if k not in allocator._USER_SETTINGS}
+    env.pop("LUCID_MALLOC_TUNING", None)
+    if opt_out:
+        env["LUCID_MALLOC_TUNING"] = "0"
+    out = subprocess.run(
+        [sys.executable, "-c", _PREDICT], capture_output=True, text=True, check=True, env=env
+    ).stdout.split()
+    before, after, faults = out[0], out[1], float(out[2])
+    assert before == "None"  # importing lucid_core.predict changes nothing
+    if opt_out:
+        assert after == "False"
+        return
+    assert after == "True"
+    # glibc's defaults: thousands of faults per call at 640 (tools/bench/predict.py --malloc-baseline)
+    assert faults < 100

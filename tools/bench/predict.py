@@ -6,16 +6,22 @@ on ``--image`` (default ``../shared/data/images/bus.jpg``; decoded from the file
 3 untimed calls, then the median of ``--runs`` (20). The first call prepares (BN-folds) a copy of the model, which
 later calls reuse until the weights change (``lucid_core.predict.cached_inference_model``). ``--vs-reference``
 then runs ``run.sh predict`` with the same image, family, size and ``--threads`` and prints both latencies and
-the ratio ours/reference (lower is better; issue 18 asks for ≤ 0.8).
+the ratio ours/reference (lower is better; issue 18 asks for ≤ 0.8). Each line also prints the minor page faults
+per call; ``--malloc-baseline`` times the same calls in a child process with glibc's default malloc
+(``LUCID_MALLOC_TUNING=0``; ``predict`` otherwise sets ``lucid_core.allocator.tune_glibc_malloc`` on its first call)
+and prints tuned/default.
 
 Run by hand (not by tests):
-``uv run --no-sync python tools/bench/predict.py [--threads 2] [--vs-reference]``.
+``uv run --no-sync python tools/bench/predict.py [--threads 2] [--malloc-baseline] [--vs-reference]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _reference import SHARED_DIR, add_reference_flag, print_pair, run_reference
 
 
-def predict_latency_ms(family: str, image: Path, imgsz: int, warmup: int, runs: int) -> float:
+def predict_latency_ms(family: str, image: Path, imgsz: int, warmup: int, runs: int) -> tuple[float, float]:
+    """Median latency (ms) of ``runs`` timed calls after ``warmup``, and the minor page faults per timed call."""
     from lucid_core.models import build_model
     from lucid_core.predict import predict
 
@@ -35,11 +42,39 @@ def predict_latency_ms(family: str, image: Path, imgsz: int, warmup: int, runs: 
     for _ in range(warmup):
         predict(model, str(image), imgsz=imgsz)
     times = []
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(runs):
         start = time.perf_counter()
         predict(model, str(image), imgsz=imgsz)
         times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    return statistics.median(times), faults / runs
+
+
+def untuned_latency_ms(
+    family: str, image: Path, imgsz: int, warmup: int, runs: int, threads: int
+) -> tuple[float, float]:
+    """:func:`predict_latency_ms` in a child process with glibc's default malloc (``LUCID_MALLOC_TUNING=0``)."""
+    code = (
+        "import sys, torch; sys.path.insert(0, sys.argv[1]); torch.set_num_threads(int(sys.argv[7]));"
+        "from pathlib import Path; from predict import predict_latency_ms;"
+        "print(*predict_latency_ms(sys.argv[2], Path(sys.argv[3]), *map(int, sys.argv[4:7])))"
+    )
+    env = {**os.environ, "LUCID_MALLOC_TUNING": "0"}
+    args = [
+        str(Path(__file__).resolve().parent),
+        family,
+        str(image),
+        str(imgsz),
+        str(warmup),
+        str(runs),
+        str(threads),
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, check=True, capture_output=True, text=True
+    )
+    ms, faults = (float(v) for v in out.stdout.split()[-2:])
+    return ms, faults
 
 
 def main() -> None:
@@ -50,6 +85,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (and the reference's)")
+    parser.add_argument(
+        "--malloc-baseline",
+        action="store_true",
+        help="also time each family in a child process with glibc's default malloc (LUCID_MALLOC_TUNING=0)",
+    )
     add_reference_flag(parser)
     args = parser.parse_args()
     if not args.image.is_file():
@@ -60,8 +100,18 @@ def main() -> None:
         f"torch {torch.__version__}, {args.threads} thread(s), predict(model, {args.image.name}) at {args.imgsz}"
     )
     for family in args.families:
-        ours = predict_latency_ms(family, args.image, args.imgsz, args.warmup, args.runs)
-        print(f"predict {family}n@{args.imgsz}: {ours:.1f} ms (median of {args.runs})")
+        ours, faults = predict_latency_ms(family, args.image, args.imgsz, args.warmup, args.runs)
+        print(
+            f"predict {family}n@{args.imgsz}: {ours:.1f} ms (median of {args.runs}), {faults:.0f} page faults/call"
+        )
+        if args.malloc_baseline:
+            base, base_faults = untuned_latency_ms(
+                family, args.image, args.imgsz, args.warmup, args.runs, args.threads
+            )
+            print(
+                f"predict {family}n@{args.imgsz} with glibc's default malloc (LUCID_MALLOC_TUNING=0, a child "
+                f"process): {base:.1f} ms, {base_faults:.0f} page faults/call; tuned/default {ours / base:.2f}x"
+            )
         if args.vs_reference:
             ref = run_reference(
                 "predict",

@@ -31,7 +31,8 @@ False) when:
 - ``LUCID_MALLOC_TUNING=0``.
 
 ``YOLODataModule`` and ``YOLOLitModule`` (so ``lucid-train``) call it, and so do ``tools/bench/data.py`` and
-``tools/bench/train.py --step``, to time what training runs.
+``tools/bench/train.py --step``, to time what training runs. ``lucid_core.predict`` calls it on its first call
+(so ``lucid-predict``): with the defaults a yolo26n call at 640 page-faulted 5,600-16,000 times, under 50 after.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 from torchvision.io import ImageReadMode, decode_image
 
+from lucid_core.allocator import tune_glibc_malloc
 from lucid_core.checkpoint import load_checkpoint
 from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF, postprocess
 from lucid_core.geometry.letterbox import (
@@ -290,7 +291,14 @@ def predict_prepared(
     device: str | torch.device = "cpu",
     retina_masks: bool = False,
 ) -> list[Detections]:
-    """:func:`predict` with a model already made ready by :func:`prepare_inference_model` (reused across calls)."""
+    """:func:`predict` with a model already made ready by :func:`prepare_inference_model` (reused across calls).
+
+    The first call sets the process's glibc malloc policy (:func:`lucid_core.allocator.tune_glibc_malloc`, as
+    training does): with glibc's defaults every call page-faults its activations in afresh (5,600-16,000 minor
+    faults per yolo26n call at 640 measured, under 50 after it), a sixth to half of the call's time on a 2-core
+    machine (``tools/bench/predict.py --malloc-baseline``). ``LUCID_MALLOC_TUNING=0`` or the user's own ``MALLOC_*`` settings leave malloc alone.
+    """
+    tune_glibc_malloc()
     stride = max(net.strides)
     memory_format = torch.channels_last if _wants_channels_last(net) else torch.contiguous_format
     results: list[Detections] = []
