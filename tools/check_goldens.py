@@ -163,6 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode.*")
     warnings.filterwarnings("ignore", message=r".*overridden `transfer_batch_to_device`.*")
     warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
+    import torch
+
+    # the float rounding of a run is a function of the kernels PyTorch dispatches to (AVX2 vs AVX-512 x86 paths
+    # give different curves; two AVX-512 machines gave identical ones): say which, next to the results
+    print(f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}")
     cases = [c for c in load_cases() if not args.only or c["name"] in args.only]
     if not cases:
         print(f"goldens: no cases selected in {GOLDENS_DIR}", file=sys.stderr)

@@ -451,6 +451,11 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=r".*overridden `transfer_batch_to_device`.*")
     warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+    import torch
+
+    # the float rounding of a run is a function of the kernels PyTorch dispatches to (AVX2 vs AVX-512 x86 paths
+    # give different curves; two AVX-512 machines gave identical ones): say which, next to the results
+    print(f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}")
     recipes = [r for r in RECIPES if not args.only or r.name in args.only]
     if not recipes:
         print(f"trajectory: no recipe selected (known: {[r.name for r in RECIPES]})", file=sys.stderr)
