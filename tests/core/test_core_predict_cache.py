@@ -80,3 +80,10 @@ def test_the_signature_covers_every_parameter_and_buffer_once_per_owner() -> Non
     model = build_model("yolo26", "detect", "n", num_classes=3).eval()
     tensors = {id(t) for t in [*model.parameters(), *model.buffers()]}
     assert {entry[0] for entry in parameter_signature(model)} == tensors
+
+
+def test_the_signature_walks_a_shared_or_cyclic_module_once() -> None:
+    shared = torch.nn.Conv2d(3, 4, 3)
+    outer = torch.nn.Sequential(shared, torch.nn.Sequential(shared))
+    outer.add_module("loop", outer)  # a cycle: named_modules() tolerates it, so must the signature
+    assert [entry[0] for entry in parameter_signature(outer)] == [id(shared.weight), id(shared.bias)]

@@ -182,12 +182,18 @@ def parameter_signature(model: nn.Module) -> tuple[tuple[int, int, int], ...]:
     counter, replacing a tensor changes its identity — so a prepared copy keyed by it is never stale.
     """
     # A direct walk of the module tree's own dicts: ``parameters()``/``buffers()`` build prefixed names and
-    # de-duplication sets per call, several times the cost of the check itself (~1.5 ms for yolo26n) on every
-    # ``predict`` call. A tensor shared by two modules simply appears twice; the order is deterministic.
+    # de-duplication sets per call: 1.5 ms against 0.6 ms for yolo26n, on every ``predict`` call. A tensor
+    # shared by two modules simply appears twice; the order is deterministic.
     signature: list[tuple[int, int, int]] = []
     stack: list[nn.Module] = [model]
+    seen: set[int] = (
+        set()
+    )  # a module reachable twice (shared, or a cycle) is walked once, as named_modules does
     while stack:
         module = stack.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
         for tensors in (module._parameters, module._buffers):
             for t in tensors.values():
                 if t is not None:
@@ -295,8 +301,8 @@ def predict_prepared(
 
     The first call sets the process's glibc malloc policy (:func:`lucid_core.allocator.tune_glibc_malloc`, as
     training does): with glibc's defaults every call page-faults its activations in afresh (5,600-16,000 minor
-    faults per yolo26n call at 640 measured, under 50 after it), a sixth to half of the call's time on a 2-core
-    machine (``tools/bench/predict.py --malloc-baseline``). ``LUCID_MALLOC_TUNING=0`` or the user's own ``MALLOC_*`` settings leave malloc alone.
+    faults per yolo26n call at 640 measured, under 50 after it; ``tools/bench/predict.py --malloc-baseline``
+    times both). ``LUCID_MALLOC_TUNING=0`` or the user's own ``MALLOC_*`` settings leave malloc alone.
     """
     tune_glibc_malloc()
     stride = max(net.strides)
