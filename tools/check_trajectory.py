@@ -32,6 +32,12 @@ table of docs/TRAINING.md). ``--seed N`` (repeatable) trains other seeds; with s
 per-seed summary are printed and the exit status is the band check of the seed-mean curve. ``--contiguous`` trains
 the NCHW step (the CPU default is channels-last, issue 18), ``--compile`` the opt-in compiled one, so a path can be
 compared with the default over the same seeds. ``make goldens`` runs the recipe's own seed on the default path.
+
+``--checkpoints DIR`` (repeatable, with one ``--only``) scores a finished run instead of training one: the
+checkpoint of every epoch, ``epoch<e>.pt`` (a reference checkpoint, as the reference's trainer names them with
+``save_period=1``; read by the restricted unpickler, EMA weights) or ``epoch<e>.safetensors``, scored exactly as
+the trajectory file's epochs and ours are, then the same band check. It is how the reference's own run under
+another seed, or on another machine class, is held against the recorded curve (docs/TRAINING.md).
 """
 
 from __future__ import annotations
@@ -188,6 +194,93 @@ def _our_value(result: Any, curve: Curve) -> float:
     return float(per_type.map50_95 if curve.metric == "mAP50-95" else per_type.map50)
 
 
+def _data_yaml(recipe: TrajectoryRecipe, shared: Path) -> Path:
+    data_yaml = shared / recipe.data
+    if not data_yaml.is_file():
+        raise TrajectorySkipped(f"{data_yaml} is not present")
+    return data_yaml
+
+
+def score_model(recipe: TrajectoryRecipe, model: Any, val_source: Any) -> dict[str, float]:
+    """Every curve of ``recipe`` for ``model``, scored exactly as the reference's epochs were (the README's
+    ``lucid-eval --imgsz <score size> --decode both``)."""
+    from lucid_train.eval import evaluate_model
+
+    result = evaluate_model(
+        model,
+        val_source,
+        imgsz=recipe.score_imgsz or recipe.imgsz,
+        decode="both" if any(c.decode == "topk" for c in recipe.curves) else "nms",
+        batch_size=32,
+        # the reference's curve was scored by lucid-eval's earlier default: square letterbox, one label per box;
+        # score ours the same way so the two curves are comparable
+        rect=False,
+        multi_label=False,
+    )
+    return {curve.label: _our_value(result, curve) for curve in recipe.curves}
+
+
+def _print_epoch(recipe: TrajectoryRecipe, row: dict[str, Any]) -> None:
+    print(f"  epoch {row['epoch']}: " + ", ".join(f"{c.label} {row[c.label]:.4f}" for c in recipe.curves))
+
+
+def epoch_checkpoints(recipe: TrajectoryRecipe, directory: Path) -> list[Path]:
+    """The checkpoint of every epoch of ``recipe`` in ``directory``: ``epoch<e>.pt`` (a reference checkpoint, as its
+    trainer's ``save_period=1`` names them, 0-based) or ``epoch<e>.safetensors`` (lucid-core's format), for
+    e = 0 .. epochs-1. All are looked up before anything is scored; the first missing one is named."""
+    if not directory.is_dir():
+        raise SystemExit(f"--checkpoints {directory}: not a directory")
+    paths = []
+    for epoch in range(recipe.epochs):
+        found = [
+            p
+            for p in (directory / f"epoch{epoch}.pt", directory / f"epoch{epoch}.safetensors")
+            if p.is_file()
+        ]
+        if len(found) != 1:
+            what = "both" if found else "neither"
+            raise SystemExit(
+                f"--checkpoints {directory}: {what} of epoch{epoch}.pt (reference) and epoch{epoch}.safetensors "
+                f"(lucid-core) for epoch {epoch} of {recipe.name}'s {recipe.epochs}"
+            )
+        paths.append(found[0])
+    return paths
+
+
+def score_checkpoints(
+    recipe: TrajectoryRecipe, directory: Path, shared: Path = SHARED_DIR, threads: int | None = None
+) -> list[dict[str, Any]]:
+    """Score a finished run's per-epoch checkpoints (ours, or the reference's own under another seed or on another
+    machine) exactly as :func:`train_and_score` scores our epochs; the rows carry no training figures.
+
+    A reference ``.pt`` is read by the restricted unpickler (``lucid_core.interop``: nothing in it is executed),
+    its EMA weights when present, as the trajectory file's epochs were."""
+    import torch
+
+    from lucid_core.checkpoint import load_model
+    from lucid_core.interop.reference import import_checkpoint
+    from lucid_train.datamodule import DetectionDataModule
+
+    data_yaml = _data_yaml(recipe, shared)
+    paths = epoch_checkpoints(recipe, directory)
+    torch.set_num_threads(int(threads or recipe.threads))
+    val_source = DetectionDataModule(
+        root=str(data_yaml), imgsz=recipe.imgsz, batch_size=recipe.batch_size, workers=0, task=recipe.task
+    ).val_source()
+    rows: list[dict[str, Any]] = []
+    for epoch, path in enumerate(paths):
+        model = import_checkpoint(path)[0] if path.suffix == ".pt" else load_model(path)
+        row = {
+            "epoch": epoch,
+            "in_training": {},
+            "losses": {},
+            **score_model(recipe, model.eval(), val_source),
+        }
+        rows.append(row)
+        _print_epoch(recipe, row)
+    return rows
+
+
 def train_and_score(
     recipe: TrajectoryRecipe,
     shared: Path = SHARED_DIR,
@@ -205,45 +298,27 @@ def train_and_score(
     from lucid_data.augment.pipeline import AugmentConfig
     from lucid_train.callbacks import EpochStateCallback
     from lucid_train.datamodule import DetectionDataModule
-    from lucid_train.eval import evaluate_model
     from lucid_train.loggers import drop_lightning_tips
     from lucid_train.module import DetectionLitModule
     from lucid_train.recipe import OptimizerConfig
 
     drop_lightning_tips()  # the same quiet log as lucid-train's own runs
 
-    data_yaml = shared / recipe.data
-    if not data_yaml.is_file():
-        raise TrajectorySkipped(f"{data_yaml} is not present")
-    score_imgsz = recipe.score_imgsz or recipe.imgsz
-    decode = "both" if any(c.decode == "topk" for c in recipe.curves) else "nms"
+    data_yaml = _data_yaml(recipe, shared)
     rows: list[dict[str, Any]] = []
 
     class ScoreEachEpoch(pl.Callback):
         def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
-            result = evaluate_model(
-                pl_module.ema_model,
-                datamodule.val_source(),
-                imgsz=score_imgsz,
-                decode=decode,
-                batch_size=32,
-                # the reference's curve was scored by lucid-eval's earlier default: square letterbox, one label
-                # per box; score ours the same way so the two curves are comparable
-                rect=False,
-                multi_label=False,
-            )
+            scores = score_model(recipe, pl_module.ema_model, datamodule.val_source())
             pl_module.close_epoch()  # idempotent per epoch: the epoch's mean loss items (train_epoch_items)
             row = {
                 "epoch": int(trainer.current_epoch),
                 "in_training": dict(pl_module.val_metrics),
                 "losses": dict(pl_module.train_epoch_items),
+                **scores,
             }
-            row.update({curve.label: _our_value(result, curve) for curve in recipe.curves})
             rows.append(row)
-            print(
-                f"  epoch {row['epoch']}: "
-                + ", ".join(f"{c.label} {row[c.label]:.4f}" for c in recipe.curves)
-            )
+            _print_epoch(recipe, row)
 
     with tempfile.TemporaryDirectory(prefix=f"lucid-trajectory-{recipe.name}-") as tmp:
         torch.set_num_threads(int(threads or recipe.threads))
@@ -333,11 +408,14 @@ def check_rows(recipe: TrajectoryRecipe, trajectory: dict[str, Any], rows: list[
     return failures
 
 
-def format_table(recipe: TrajectoryRecipe, trajectory: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    """The per-epoch table: reference, ours and ratio per curve, then training's own validation figures."""
+def format_table(
+    recipe: TrajectoryRecipe, trajectory: dict[str, Any], rows: list[dict[str, Any]], who: str = "ours"
+) -> str:
+    """The per-epoch table: reference, ours (``who``: ``run`` for a scored run's checkpoints) and ratio per curve,
+    then training's own validation figures."""
     header = ["epoch"]
     for curve in recipe.curves:
-        header += [f"ref {curve.label}", f"ours {curve.label}", "ratio"]
+        header += [f"ref {curve.label}", f"{who} {curve.label}", "ratio"]
         header += ["ours-ref"] if recipe.band.abs_each is not None else []
     extra_keys = sorted({k for row in rows for k in row["in_training"] if k.endswith("mAP50-95")})
     header += [f"in-loop {k.removeprefix('metrics/')}" for k in extra_keys]
@@ -355,8 +433,8 @@ def format_table(recipe: TrajectoryRecipe, trajectory: dict[str, Any], rows: lis
     return "\n".join(lines)
 
 
-def mean_rows(recipe: TrajectoryRecipe, runs: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The seed-mean curve: per epoch, the mean over ``runs`` (seed -> rows) of every curve, loss item and
+def mean_rows(recipe: TrajectoryRecipe, runs: dict[Any, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The seed-mean curve: per epoch, the mean over ``runs`` (seed or run label -> rows) of every curve, loss item and
     in-training figure. Every run must have scored the same epochs (a run that stopped early is an error)."""
     if not runs:
         raise ValueError("mean_rows: no runs")
@@ -383,11 +461,14 @@ def mean_rows(recipe: TrajectoryRecipe, runs: dict[int, list[dict[str, Any]]]) -
 
 
 def format_seed_summary(
-    recipe: TrajectoryRecipe, trajectory: dict[str, Any], runs: dict[int, list[dict[str, Any]]]
+    recipe: TrajectoryRecipe,
+    trajectory: dict[str, Any],
+    runs: dict[Any, list[dict[str, Any]]],
+    kind: str = "seed",
 ) -> str:
     """One line per seed: its final-epoch ratio per curve, its lowest ratio from ``band.from_epoch`` on, and
     whether that seed alone is inside the band; then the same for the seed-mean curve."""
-    header = ["seed"]
+    header = [kind]
     for curve in recipe.curves:
         header += [f"final {curve.label}", "lowest (epoch)"]
     header += ["band"]
@@ -443,7 +524,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compile", action="store_true", help="train with --model.compile (issue 18's opt-in path)"
     )
+    parser.add_argument(
+        "--checkpoints",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="score a finished run instead of training: DIR holds epoch<e>.pt (reference checkpoints, e.g. the "
+        "reference's own run under another seed or on this machine) or epoch<e>.safetensors for every epoch; "
+        "repeatable (several runs: per-run tables, a summary and the exit status of the run-mean curve); needs "
+        "one --only recipe",
+    )
     args = parser.parse_args(argv)
+    if args.checkpoints:
+        training_flags = [
+            flag
+            for flag, given in (
+                ("--seed", args.seed),
+                ("--compile", args.compile),
+                ("--channels-last/--contiguous", args.channels_last is not None),
+            )
+            if given
+        ]
+        if training_flags:
+            parser.error(
+                f"--checkpoints scores finished runs; {', '.join(training_flags)} only applies to training"
+            )
+        if not args.only or len(set(args.only)) != 1:
+            parser.error("--checkpoints needs exactly one --only recipe (the runs' recipe)")
     model_options: dict[str, Any] = (
         {} if args.channels_last is None else {"channels_last": args.channels_last}
     )
@@ -463,34 +571,47 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[str] = []
     measured: dict[str, Any] = {}
     for base in recipes:
-        runs: dict[int, list[dict[str, Any]]] = {}
-        seeds = list(dict.fromkeys(args.seed or [base.seed]))  # a repeated seed is one run, not two
+        runs: dict[Any, list[dict[str, Any]]] = {}
+        if args.checkpoints:
+            # a repeated directory is one run, not two
+            labels = [str(d) for d in dict.fromkeys(args.checkpoints)]
+            kind = "run"
+        else:
+            labels = list(dict.fromkeys(args.seed or [base.seed]))  # a repeated seed is one run, not two
+            kind = "seed"
         try:
             trajectory = load_trajectory(base)
-            for seed in seeds:
-                recipe = replace(base, seed=seed)
+            for label in labels:
+                recipe = base if args.checkpoints else replace(base, seed=label)
                 start = time.perf_counter()
-                rows = train_and_score(recipe, threads=args.threads, model_options=model_options)
-                runs[seed] = rows
+                if args.checkpoints:
+                    rows = score_checkpoints(recipe, Path(label), threads=args.threads)
+                else:
+                    rows = train_and_score(recipe, threads=args.threads, model_options=model_options)
+                runs[label] = rows
                 problems = check_rows(recipe, trajectory, rows)
-                print(format_table(recipe, trajectory, rows))
+                print(format_table(recipe, trajectory, rows, who="run" if args.checkpoints else "ours"))
                 status = "FAIL" if problems else "ok"
                 print(
-                    f"{status:<4} {recipe.name} seed {seed}: {len(rows)} epochs in "
+                    f"{status:<4} {recipe.name} {kind} {label}: {len(rows)} epochs in "
                     f"{time.perf_counter() - start:.0f} s"
                 )
-                if len(seeds) == 1:
+                if len(labels) == 1:
                     failures += problems
                 else:
-                    print("\n".join(f"  seed {seed}: {line}" for line in problems))
+                    print("\n".join(f"  {kind} {label}: {line}" for line in problems))
         except TrajectorySkipped as exc:
             print(f"SKIP {base.name}: {exc}")
             continue
         measured[base.name] = runs if len(runs) > 1 else next(iter(runs.values()))
         if len(runs) > 1:
-            print(f"{base.name}: {len(runs)} seeds, ratio ours / reference")
-            print(format_seed_summary(base, trajectory, runs))
-            failures += [f"seed mean: {line}" for line in check_rows(base, trajectory, mean_rows(base, runs))]
+            print(
+                f"{base.name}: {len(runs)} {kind}s, ratio {'run' if args.checkpoints else 'ours'} / reference"
+            )
+            print(format_seed_summary(base, trajectory, runs, kind))
+            failures += [
+                f"{kind} mean: {line}" for line in check_rows(base, trajectory, mean_rows(base, runs))
+            ]
     for line in failures:
         print(f"trajectory: {line}", file=sys.stderr)
     if args.json:

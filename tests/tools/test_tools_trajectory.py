@@ -175,6 +175,101 @@ def test_main_seeds_and_step_paths(
     assert "2 seeds" in out and "  seed 3: " in out
 
 
+def test_epoch_checkpoints_names_the_first_missing_epoch(tmp_path: Path) -> None:
+    """--checkpoints DIR: every epoch needs exactly one of epoch<e>.pt / epoch<e>.safetensors, checked before any
+    scoring; the message names the directory, the epoch and both expected names."""
+    recipe = trajectory_tool.RECIPES[0]
+    with pytest.raises(SystemExit, match="not a directory"):
+        trajectory_tool.epoch_checkpoints(recipe, tmp_path / "absent")
+    for epoch in range(recipe.epochs):
+        if epoch != 2:
+            (tmp_path / f"epoch{epoch}{'.pt' if epoch % 2 else '.safetensors'}").write_bytes(b"")
+    with pytest.raises(SystemExit, match=r"neither of epoch2\.pt \(reference\) and epoch2\.safetensors"):
+        trajectory_tool.epoch_checkpoints(recipe, tmp_path)
+    (tmp_path / "epoch2.pt").write_bytes(b"")
+    (tmp_path / "epoch2.safetensors").write_bytes(b"")
+    with pytest.raises(SystemExit, match=r"both of epoch2\.pt"):
+        trajectory_tool.epoch_checkpoints(recipe, tmp_path)
+    (tmp_path / "epoch2.safetensors").unlink()
+    paths = trajectory_tool.epoch_checkpoints(recipe, tmp_path)
+    assert [p.name for p in paths] == [
+        f"epoch{e}{'.pt' if e % 2 or e == 2 else '.safetensors'}" for e in range(recipe.epochs)
+    ]
+
+
+def test_checkpoints_refuses_training_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recipe = trajectory_tool.RECIPES[0]
+    for extra in (["--seed", "3"], ["--compile"], ["--contiguous"]):
+        with pytest.raises(SystemExit) as exc:
+            trajectory_tool.main(["--only", recipe.name, "--checkpoints", str(tmp_path), *extra])
+        assert exc.value.code == 2 and "only applies to training" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        trajectory_tool.main(["--checkpoints", str(tmp_path)])
+    assert exc.value.code == 2 and "exactly one --only recipe" in capsys.readouterr().err
+
+
+@pytest.mark.shared
+def test_main_scores_checkpoint_runs(
+    shared_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--checkpoints DIR (repeatable) scores each run instead of training; one run is judged alone, several by the
+    run-mean curve, with a per-run summary; nothing is trained."""
+    recipe = RATIO_RECIPES[0]
+    trajectory = trajectory_tool.load_trajectory(recipe, shared_dir)
+    last = recipe.epochs - 1
+    factor = {"low": recipe.band.final - 0.02, "high": 2.0 - recipe.band.final + 0.04}
+    scored: list[str] = []
+
+    def fake_score(r: Any, directory: Path, shared: Any = None, threads: Any = None) -> list[dict[str, Any]]:
+        assert r == recipe
+        scored.append(directory.name)
+        return _rows(recipe, trajectory, {last: factor[directory.name]})
+
+    def no_training(*_: Any, **__: Any) -> None:
+        raise AssertionError("--checkpoints must not train")
+
+    monkeypatch.setattr(trajectory_tool, "score_checkpoints", fake_score)
+    monkeypatch.setattr(trajectory_tool, "train_and_score", no_training)
+    only = ["--only", recipe.name]
+    low, high = str(shared_dir / "low"), str(shared_dir / "high")
+    assert trajectory_tool.main([*only, "--checkpoints", low]) == 1 and scored == ["low"]
+    assert trajectory_tool.main([*only, "--checkpoints", high, "--checkpoints", high]) == 0
+    assert trajectory_tool.main([*only, "--checkpoints", low, "--checkpoints", high]) == 0
+    assert scored == ["low", "high", "low", "high"]
+    out = capsys.readouterr().out
+    assert "2 runs, ratio run / reference" in out and f"  run {low}: " in out
+    assert f"ref {recipe.curves[0].label} | run {recipe.curves[0].label}" in out
+    summary = out.split("2 runs, ratio run / reference\n")[1].splitlines()
+    assert summary[0].startswith("run | ") and [line.split(" | ")[0] for line in summary[1:4]] == [
+        low,
+        high,
+        "mean",
+    ]
+
+
+@pytest.mark.shared
+def test_score_checkpoints_reads_lucid_checkpoints(shared_dir: Path, tmp_path: Path) -> None:
+    """A run's lucid-core checkpoint (epoch<e>.safetensors) scores exactly as the same model in memory does, one
+    row per epoch of the recipe (one epoch here: each score is a COCO evaluation), without training figures."""
+    import dataclasses
+
+    from lucid_core.checkpoint import save_model
+    from lucid_core.models import build_model
+    from lucid_train.datamodule import DetectionDataModule
+
+    recipe = dataclasses.replace(RATIO_RECIPES[0], epochs=1)
+    data = DetectionDataModule(
+        root=str(shared_dir / recipe.data), imgsz=recipe.imgsz, batch_size=16, workers=0
+    )
+    model = build_model(recipe.family, recipe.task, recipe.scale, num_classes=data.num_classes).eval()
+    save_model(model, tmp_path / "epoch0", names=data.names, imgsz=recipe.imgsz)
+    rows = trajectory_tool.score_checkpoints(recipe, tmp_path, shared_dir)
+    assert [row["epoch"] for row in rows] == [0]
+    assert rows[0]["in_training"] == {} and rows[0]["losses"] == {}
+    expected = trajectory_tool.score_model(recipe, model, data.val_source())
+    assert {c.label: rows[0][c.label] for c in recipe.curves} == expected
+
+
 def test_a_missing_trajectory_is_a_skip(tmp_path: Path) -> None:
     with pytest.raises(trajectory_tool.TrajectorySkipped):
         trajectory_tool.load_trajectory(trajectory_tool.RECIPES[0], tmp_path)
