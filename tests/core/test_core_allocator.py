@@ -86,13 +86,13 @@ from lucid_core.models import build_model
 from lucid_core.predict import predict
 torch.set_num_threads(1)
 model = build_model("yolov8", "detect", "n", num_classes=3).eval()
-image = torch.randint(0, 256, (3, 240, 320), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+image = torch.randint(0, 256, (3, 480, 640), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
 before_call = allocator._applied
 for _ in range(3):  # settle
-    predict(model, image, imgsz=320)
+    predict(model, image, imgsz=640)
 faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(5):
-    predict(model, image, imgsz=320)
+    predict(model, image, imgsz=640)
 print(before_call, allocator._applied, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / 5)
 """
 
@@ -114,5 +114,7 @@ def test_predict_tunes_malloc_on_its_first_call_unless_opted_out(opt_out: bool) 
         assert after == "False"
         return
     assert after == "True"
-    # glibc's defaults: thousands of faults per call at 640 (tools/bench/predict.py --malloc-baseline)
-    assert faults < 100
+    # with glibc's defaults this call takes 5,000-9,000 faults (measured with the opt-out: the activations go back
+    # to the kernel after every call, tools/bench/predict.py --malloc-baseline); under the policy 60-300 were seen,
+    # more under a loaded machine (another process's page reclaim), so the bound sits between the two
+    assert faults < 1500
