@@ -614,6 +614,12 @@ def main(argv: list[str] | None = None) -> int:
             ]
     for line in failures:
         print(f"trajectory: {line}", file=sys.stderr)
+    if failures and not args.checkpoints and len(set(args.seed or [None])) == 1:
+        print(
+            "trajectory: one training seed is one draw (docs/TRAINING.md, 'Trajectory gate'); "
+            "--seed A --seed B ... judges the seed-mean curve",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(measured))
     return 1 if failures else 0

@@ -162,6 +162,7 @@ def test_main_seeds_and_step_paths(
     calls.clear()
     assert trajectory_tool.main([*only, "--seed", "3", "--channels-last"]) == 1
     assert calls == [(3, {"channels_last": True})]
+    assert "one training seed is one draw" in capsys.readouterr().err
     calls.clear()
     assert trajectory_tool.main([*only, "--seed", "3", "--contiguous"]) == 1
     assert calls == [(3, {"channels_last": False})]
@@ -173,6 +174,10 @@ def test_main_seeds_and_step_paths(
     assert calls == [(3, {"compile": True}), (5, {"compile": True})]
     out = capsys.readouterr().out
     assert "2 seeds" in out and "  seed 3: " in out
+    # a seed-mean that fails is already the many-seed verdict: no hint to run more seeds
+    factor[6] = factor[3]
+    assert trajectory_tool.main([*only, "--seed", "3", "--seed", "6"]) == 1
+    assert "one training seed is one draw" not in capsys.readouterr().err
 
 
 def test_epoch_checkpoints_names_the_first_missing_epoch(tmp_path: Path) -> None:
