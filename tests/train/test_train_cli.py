@@ -117,3 +117,47 @@ def test_cli_fit_prints_the_summary_and_exports_best(
     assert "lucid-train:" in capsys.readouterr().out and "mAP50-95" in (run / "summary.txt").read_text()
     assert (run / "best.safetensors").is_file() and (run / "last.ckpt").is_file()
     assert (run / "config.yaml").is_file()
+
+
+def test_early_stopping_on_fitness_ends_the_run_with_its_files(shapes_yaml: Path, tmp_path: Path) -> None:
+    """The reference's ``patience`` is Lightning's ``EarlyStopping`` on ``metrics/fitness`` (docs/TRAINING.md):
+    the callback finds the metric (it is strict: a missing one raises), and a run it stops before
+    ``max_epochs`` still writes best, last.ckpt, metrics and the summary of the epochs it trained.
+    ``stopping_threshold 0`` stops after the first validation whatever the score."""
+    run = tmp_path / "run"
+    code = main(
+        [
+            "fit",
+            "--data.root",
+            str(shapes_yaml),
+            "--data.imgsz",
+            "64",
+            "--data.workers",
+            "0",
+            "--data.batch_size",
+            "4",
+            "--trainer.max_epochs",
+            "3",
+            "--trainer.accelerator",
+            "cpu",
+            "--trainer.enable_progress_bar",
+            "false",
+            "--trainer.default_root_dir",
+            str(run),
+            "--trainer.callbacks+=EarlyStopping",
+            "--trainer.callbacks.monitor=metrics/fitness",
+            "--trainer.callbacks.mode=max",
+            "--trainer.callbacks.patience=100",
+            "--trainer.callbacks.stopping_threshold=0.0",
+        ]
+    )
+    assert code == 0
+    epochs = [line.split(",")[0] for line in (run / "metrics.csv").read_text().splitlines()[1:]]
+    assert epochs == ["0"]
+    summary = (run / "summary.txt").read_text()
+    assert (
+        summary.startswith("lucid-train: 1 epoch in ")
+        and "(stopped after epoch 0 of max_epochs 3)" in summary
+    )
+    assert torch.load(run / "last.ckpt", map_location="cpu", weights_only=True)["epoch"] == 0
+    assert (run / "best.safetensors").is_file()

@@ -159,8 +159,15 @@ class RunArtifacts(pl.Callback):
             if self.monitor != "metrics/mAP50-95"
             else f"best mAP50-95 {best.get('metrics/mAP50-95', float('nan')):.4f}"
         )
+        trained = len(self.rows)
+        epochs_part = f"{trained} epoch{'' if trained == 1 else 's'} in {seconds:.1f} s"
+        max_epochs = trainer.max_epochs
+        if (
+            trainer.should_stop and last and max_epochs is not None and int(last["epoch"]) + 1 < max_epochs
+        ):  # a callback (EarlyStopping, the reference's `patience`) or --trainer.max_time ended the run
+            epochs_part += f" (stopped after epoch {int(last['epoch'])} of max_epochs {max_epochs})"
         summary = (
-            f"lucid-train: {len(self.rows)} epochs in {seconds:.1f} s; "
+            f"lucid-train: {epochs_part}; "
             f"final mAP50-95 {last.get('metrics/mAP50-95', float('nan')):.4f} "
             f"mAP50 {last.get('metrics/mAP50', float('nan')):.4f}{task_part}; "
             f"{best_part} at epoch {self.best_epoch}; "
