@@ -91,3 +91,29 @@ def state_hash(module: torch.nn.Module) -> str:
         digest.update(key.encode())
         digest.update(value.detach().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()
+
+
+def tiny_cli_args(shapes_yaml: Path, run: Path, *extra: str) -> list[str]:
+    """``lucid-train fit`` arguments (after the subcommand) of a 1-epoch CPU run of ``shapes_yaml`` at 64 px into
+    ``run``, quiet; ``extra`` comes last, so a repeated flag overrides (e.g. ``--trainer.max_epochs 3``)."""
+    return [
+        "--data.root",
+        str(shapes_yaml),
+        "--data.imgsz",
+        str(TINY_IMGSZ),
+        "--data.workers",
+        "0",
+        "--data.batch_size",
+        "4",
+        "--trainer.max_epochs",
+        "1",
+        "--trainer.accelerator",
+        "cpu",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.enable_model_summary",
+        "false",
+        "--trainer.default_root_dir",
+        str(run),
+        *extra,
+    ]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from lucid_train_testing import make_shapes
+from lucid_train_testing import make_shapes, tiny_cli_args
 
 from lucid_train.cli import build_cli, main
 
@@ -92,27 +92,7 @@ def test_cli_fit_prints_the_summary_and_exports_best(
     shapes_yaml: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = tmp_path / "run"
-    code = main(
-        [
-            "fit",
-            "--data.root",
-            str(shapes_yaml),
-            "--data.imgsz",
-            "64",
-            "--data.workers",
-            "0",
-            "--data.batch_size",
-            "4",
-            "--trainer.max_epochs",
-            "1",
-            "--trainer.accelerator",
-            "cpu",
-            "--trainer.enable_progress_bar",
-            "false",
-            "--trainer.default_root_dir",
-            str(run),
-        ]
-    )
+    code = main(["fit", *tiny_cli_args(shapes_yaml, run)])
     assert code == 0
     assert "lucid-train:" in capsys.readouterr().out and "mAP50-95" in (run / "summary.txt").read_text()
     assert (run / "best.safetensors").is_file() and (run / "last.ckpt").is_file()
@@ -125,32 +105,14 @@ def test_early_stopping_on_fitness_ends_the_run_with_its_files(shapes_yaml: Path
     ``max_epochs`` still writes best, last.ckpt, metrics and the summary of the epochs it trained.
     ``stopping_threshold 0`` stops after the first validation whatever the score."""
     run = tmp_path / "run"
-    code = main(
-        [
-            "fit",
-            "--data.root",
-            str(shapes_yaml),
-            "--data.imgsz",
-            "64",
-            "--data.workers",
-            "0",
-            "--data.batch_size",
-            "4",
-            "--trainer.max_epochs",
-            "3",
-            "--trainer.accelerator",
-            "cpu",
-            "--trainer.enable_progress_bar",
-            "false",
-            "--trainer.default_root_dir",
-            str(run),
-            "--trainer.callbacks+=EarlyStopping",
-            "--trainer.callbacks.monitor=metrics/fitness",
-            "--trainer.callbacks.mode=max",
-            "--trainer.callbacks.patience=100",
-            "--trainer.callbacks.stopping_threshold=0.0",
-        ]
-    )
+    early_stopping = [
+        "--trainer.callbacks+=EarlyStopping",
+        "--trainer.callbacks.monitor=metrics/fitness",
+        "--trainer.callbacks.mode=max",
+        "--trainer.callbacks.patience=100",
+        "--trainer.callbacks.stopping_threshold=0.0",
+    ]
+    code = main(["fit", *tiny_cli_args(shapes_yaml, run, "--trainer.max_epochs", "3", *early_stopping)])
     assert code == 0
     epochs = [line.split(",")[0] for line in (run / "metrics.csv").read_text().splitlines()[1:]]
     assert epochs == ["0"]

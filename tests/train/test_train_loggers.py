@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
-from lucid_train_testing import make_shapes
+from lucid_train_testing import make_shapes, tiny_cli_args
 
 from lucid_train.cli import build_cli, main
 from lucid_train.loggers import (
@@ -33,30 +33,6 @@ def shapes_yaml(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_shapes(tmp_path_factory.mktemp("logger-shapes"), n_train=4, n_val=2)
 
 
-def _args(shapes_yaml: Path, run: Path, *extra: str) -> list[str]:
-    return [
-        "--data.root",
-        str(shapes_yaml),
-        "--data.imgsz",
-        "64",
-        "--data.workers",
-        "0",
-        "--data.batch_size",
-        "4",
-        "--trainer.max_epochs",
-        "1",
-        "--trainer.accelerator",
-        "cpu",
-        "--trainer.enable_progress_bar",
-        "false",
-        "--trainer.enable_model_summary",
-        "false",
-        "--trainer.default_root_dir",
-        str(run),
-        *extra,
-    ]
-
-
 def _write_one_metric(loggers: list[Any]) -> None:
     """What a fit does to every logger, minus the fit: hyper-parameters, one metric row, save, finalize."""
     for logger in loggers:
@@ -74,7 +50,7 @@ def test_no_logger_flag_gives_csv_and_tensorboard_under_the_run_directory(
     shapes_yaml: Path, tmp_path: Path
 ) -> None:
     run = tmp_path / "run"
-    cli = build_cli(_args(shapes_yaml, run), run=False)
+    cli = build_cli(tiny_cli_args(shapes_yaml, run), run=False)
     loggers = cli.trainer.loggers
     assert isinstance(loggers[0], CSVLogger) and Path(loggers[0].log_dir).parent == run / CSV_LOGS
     assert len(loggers) == (2 if tensorboard_available() else 1)
@@ -89,7 +65,7 @@ def test_no_logger_flag_gives_csv_and_tensorboard_under_the_run_directory(
 def test_csv_logger_flag_logs_into_the_run_directory(shapes_yaml: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     cli = build_cli(
-        _args(shapes_yaml, run, "--trainer.logger", "lightning.pytorch.loggers.CSVLogger"), run=False
+        tiny_cli_args(shapes_yaml, run, "--trainer.logger", "lightning.pytorch.loggers.CSVLogger"), run=False
     )
     (logger,) = cli.trainer.loggers
     assert isinstance(logger, CSVLogger) and Path(logger.save_dir) == run
@@ -100,7 +76,9 @@ def test_csv_logger_flag_logs_into_the_run_directory(shapes_yaml: Path, tmp_path
 @needs_tensorboard
 def test_tensorboard_logger_flag_by_name_with_its_own_options(shapes_yaml: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    args = _args(shapes_yaml, run, "--trainer.logger=TensorBoardLogger", "--trainer.logger.name", "tb")
+    args = tiny_cli_args(
+        shapes_yaml, run, "--trainer.logger=TensorBoardLogger", "--trainer.logger.name", "tb"
+    )
     (logger,) = build_cli(args, run=False).trainer.loggers
     assert isinstance(logger, TensorBoardLogger) and Path(logger.save_dir) == run
     _write_one_metric([logger])
@@ -108,7 +86,7 @@ def test_tensorboard_logger_flag_by_name_with_its_own_options(shapes_yaml: Path,
 
 
 def test_logger_false_logs_nothing(shapes_yaml: Path, tmp_path: Path) -> None:
-    cli = build_cli(_args(shapes_yaml, tmp_path / "run", "--trainer.logger", "false"), run=False)
+    cli = build_cli(tiny_cli_args(shapes_yaml, tmp_path / "run", "--trainer.logger", "false"), run=False)
     assert cli.trainer.loggers == []
 
 
@@ -127,7 +105,7 @@ def _fit(shapes_yaml: Path, run: Path, *extra: str) -> list[str]:
     """A tiny ``lucid-train fit``; returns the warnings it emitted."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert main(["fit", *_args(shapes_yaml, run, *extra)]) == 0
+        assert main(["fit", *tiny_cli_args(shapes_yaml, run, *extra)]) == 0
     return [str(w.message) for w in caught]
 
 
@@ -164,7 +142,7 @@ def test_the_cli_drops_lightnings_hosted_logger_tip_and_keeps_its_other_notices(
     every run without its hosted logger), while its other notices (the accelerator lines) still reach the log;
     installing the filter twice adds it once."""
     caplog.set_level(logging.INFO, logger=LIGHTNING_RANK_ZERO_LOGGER)
-    build_cli(_args(shapes_yaml, tmp_path / "run"), run=False)
+    build_cli(tiny_cli_args(shapes_yaml, tmp_path / "run"), run=False)
     messages = [r.getMessage() for r in caplog.records if r.name == LIGHTNING_RANK_ZERO_LOGGER]
     assert any("GPU available" in m for m in messages), messages
     assert not any("Tip:" in m or "litlogger" in m for m in messages), messages
