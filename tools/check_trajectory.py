@@ -159,6 +159,10 @@ class TrajectorySkipped(Exception):
     """The recipe's shared files are not present; reported as SKIP, not as a failure."""
 
 
+class CheckpointsError(Exception):
+    """A ``--checkpoints`` directory or file that cannot be scored; ``main`` prints it as one line, exit status 2."""
+
+
 def reference_value(record: dict[str, Any], key: tuple[str, ...]) -> float:
     """The value at ``key`` (a path of dict keys) inside one epoch record of the trajectory file."""
     value: Any = record
@@ -229,7 +233,7 @@ def epoch_checkpoints(recipe: TrajectoryRecipe, directory: Path) -> list[Path]:
     trainer's ``save_period=1`` names them, 0-based) or ``epoch<e>.safetensors`` (lucid-core's format), for
     e = 0 .. epochs-1. All are looked up before anything is scored; the first missing one is named."""
     if not directory.is_dir():
-        raise SystemExit(f"--checkpoints {directory}: not a directory")
+        raise CheckpointsError(f"--checkpoints {directory}: not a directory")
     paths = []
     for epoch in range(recipe.epochs):
         found = [
@@ -239,7 +243,7 @@ def epoch_checkpoints(recipe: TrajectoryRecipe, directory: Path) -> list[Path]:
         ]
         if len(found) != 1:
             what = "both" if found else "neither"
-            raise SystemExit(
+            raise CheckpointsError(
                 f"--checkpoints {directory}: {what} of epoch{epoch}.pt (reference) and epoch{epoch}.safetensors "
                 f"(lucid-core) for epoch {epoch} of {recipe.name}'s {recipe.epochs}"
             )
@@ -269,13 +273,18 @@ def score_checkpoints(
     ).val_source()
     rows: list[dict[str, Any]] = []
     for epoch, path in enumerate(paths):
-        model = import_checkpoint(path)[0] if path.suffix == ".pt" else load_model(path)
-        row = {
-            "epoch": epoch,
-            "in_training": {},
-            "losses": {},
-            **score_model(recipe, model.eval(), val_source),
-        }
+        kind = "reference" if path.suffix == ".pt" else "lucid-core"
+        try:  # a user's file: whatever stops it loading is reported with its name, not as a traceback
+            model = import_checkpoint(path)[0] if path.suffix == ".pt" else load_model(path)
+        except Exception as exc:
+            raise CheckpointsError(
+                f"--checkpoints {path}: not readable as a {kind} checkpoint ({type(exc).__name__}: {exc})"
+            ) from exc
+        try:
+            scores = score_model(recipe, model.eval(), val_source)
+        except ValueError as exc:  # the evaluator's refusal, e.g. a one-decode model under a yolo26 recipe
+            raise CheckpointsError(f"--checkpoints {path}: does not fit recipe {recipe.name}: {exc}") from exc
+        row = {"epoch": epoch, "in_training": {}, "losses": {}, **scores}
         rows.append(row)
         _print_epoch(recipe, row)
     return rows
@@ -552,6 +561,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         if not args.only or len(set(args.only)) != 1:
             parser.error("--checkpoints needs exactly one --only recipe (the runs' recipe)")
+        chosen = [r for r in RECIPES if r.name in args.only]
+        try:  # every directory is complete before minutes go into scoring the first
+            for directory in args.checkpoints:
+                for recipe in chosen:
+                    epoch_checkpoints(recipe, directory)
+        except CheckpointsError as exc:
+            print(f"trajectory: {exc}", file=sys.stderr)
+            return 2
     model_options: dict[str, Any] = (
         {} if args.channels_last is None else {"channels_last": args.channels_last}
     )
@@ -585,7 +602,11 @@ def main(argv: list[str] | None = None) -> int:
                 recipe = base if args.checkpoints else replace(base, seed=label)
                 start = time.perf_counter()
                 if args.checkpoints:
-                    rows = score_checkpoints(recipe, Path(label), threads=args.threads)
+                    try:
+                        rows = score_checkpoints(recipe, Path(label), threads=args.threads)
+                    except CheckpointsError as exc:
+                        print(f"trajectory: {exc}", file=sys.stderr)
+                        return 2
                 else:
                     rows = train_and_score(recipe, threads=args.threads, model_options=model_options)
                 runs[label] = rows

@@ -184,16 +184,18 @@ def test_epoch_checkpoints_names_the_first_missing_epoch(tmp_path: Path) -> None
     """--checkpoints DIR: every epoch needs exactly one of epoch<e>.pt / epoch<e>.safetensors, checked before any
     scoring; the message names the directory, the epoch and both expected names."""
     recipe = trajectory_tool.RECIPES[0]
-    with pytest.raises(SystemExit, match="not a directory"):
+    with pytest.raises(trajectory_tool.CheckpointsError, match="not a directory"):
         trajectory_tool.epoch_checkpoints(recipe, tmp_path / "absent")
     for epoch in range(recipe.epochs):
         if epoch != 2:
             (tmp_path / f"epoch{epoch}{'.pt' if epoch % 2 else '.safetensors'}").write_bytes(b"")
-    with pytest.raises(SystemExit, match=r"neither of epoch2\.pt \(reference\) and epoch2\.safetensors"):
+    with pytest.raises(
+        trajectory_tool.CheckpointsError, match=r"neither of epoch2\.pt \(reference\) and epoch2\.safetensors"
+    ):
         trajectory_tool.epoch_checkpoints(recipe, tmp_path)
     (tmp_path / "epoch2.pt").write_bytes(b"")
     (tmp_path / "epoch2.safetensors").write_bytes(b"")
-    with pytest.raises(SystemExit, match=r"both of epoch2\.pt"):
+    with pytest.raises(trajectory_tool.CheckpointsError, match=r"both of epoch2\.pt"):
         trajectory_tool.epoch_checkpoints(recipe, tmp_path)
     (tmp_path / "epoch2.safetensors").unlink()
     paths = trajectory_tool.epoch_checkpoints(recipe, tmp_path)
@@ -211,11 +213,18 @@ def test_checkpoints_refuses_training_flags(tmp_path: Path, capsys: pytest.Captu
     with pytest.raises(SystemExit) as exc:
         trajectory_tool.main(["--checkpoints", str(tmp_path)])
     assert exc.value.code == 2 and "exactly one --only recipe" in capsys.readouterr().err
+    # an incomplete directory is refused before anything is scored: one line naming it, exit status 2
+    assert trajectory_tool.main(["--only", recipe.name, "--checkpoints", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"trajectory: --checkpoints {tmp_path}: neither of epoch0.pt")
+        and "Traceback" not in err
+    )
 
 
 @pytest.mark.shared
 def test_main_scores_checkpoint_runs(
-    shared_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    shared_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """--checkpoints DIR (repeatable) scores each run instead of training; one run is judged alone, several by the
     run-mean curve, with a per-run summary; nothing is trained."""
@@ -236,7 +245,11 @@ def test_main_scores_checkpoint_runs(
     monkeypatch.setattr(trajectory_tool, "score_checkpoints", fake_score)
     monkeypatch.setattr(trajectory_tool, "train_and_score", no_training)
     only = ["--only", recipe.name]
-    low, high = str(shared_dir / "low"), str(shared_dir / "high")
+    for name in factor:  # complete run directories (main checks them before scoring); the scores are faked
+        (tmp_path / name).mkdir()
+        for epoch in range(recipe.epochs):
+            (tmp_path / name / f"epoch{epoch}.pt").write_bytes(b"")
+    low, high = str(tmp_path / "low"), str(tmp_path / "high")
     assert trajectory_tool.main([*only, "--checkpoints", low]) == 1 and scored == ["low"]
     assert trajectory_tool.main([*only, "--checkpoints", high, "--checkpoints", high]) == 0
     assert trajectory_tool.main([*only, "--checkpoints", low, "--checkpoints", high]) == 0
@@ -273,6 +286,19 @@ def test_score_checkpoints_reads_lucid_checkpoints(shared_dir: Path, tmp_path: P
     assert rows[0]["in_training"] == {} and rows[0]["losses"] == {}
     expected = trajectory_tool.score_model(recipe, model, data.val_source())
     assert {c.label: rows[0][c.label] for c in recipe.curves} == expected
+
+
+@pytest.mark.shared
+def test_an_unreadable_checkpoint_is_one_line_and_exit_2(
+    shared_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = RATIO_RECIPES[0]
+    for epoch in range(recipe.epochs):
+        (tmp_path / f"epoch{epoch}.pt").write_bytes(b"")
+    assert trajectory_tool.main(["--only", recipe.name, "--checkpoints", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"--checkpoints {tmp_path / 'epoch0.pt'}: not readable as a reference checkpoint" in err
+    assert "Traceback" not in err
 
 
 def test_a_missing_trajectory_is_a_skip(tmp_path: Path) -> None:
