@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from lucid_train_testing import TINY_IMGSZ, make_shapes
+from lucid_train_testing import make_shapes, tiny_cli_args
 
 KILLS = 20
 #: never reached while killing (an event kill lets a start progress by at most ~2 epochs); the last start trains
@@ -83,23 +83,7 @@ def test_twenty_kills_leave_every_artefact_loadable_and_best_consistent(tmp_path
     data = make_shapes(tmp_path / "shapes", n_train=8, n_val=4)
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
-    fresh = [
-        "fit",
-        "--data.root",
-        str(data),
-        "--data.imgsz",
-        str(TINY_IMGSZ),
-        "--data.workers",
-        "0",
-        "--data.batch_size",
-        "4",
-        "--trainer.max_epochs",
-        str(EPOCHS),
-        "--trainer.enable_progress_bar",
-        "false",
-        "--trainer.default_root_dir",
-        str(tmp_path / "runs" / "train"),
-    ]
+    fresh = ["fit", *tiny_cli_args(data, tmp_path / "runs" / "train", "--trainer.max_epochs", str(EPOCHS))]
     rng = random.Random(13)
 
     def resumable() -> Path | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from lucid_train_testing import TINY_IMGSZ, tiny_data
+from lucid_train_testing import TINY_IMGSZ, tiny_cli_args, tiny_data
 
 from lucid_train.cli import main
 
@@ -39,27 +39,7 @@ def test_pose_dataset_trains_as_detect_through_the_cli(
 ) -> None:
     yaml_path = _synth("pose", tmp_path / "pose")
     run = tmp_path / "run"
-    code = main(
-        [
-            "fit",
-            "--data.root",
-            str(yaml_path),
-            "--data.imgsz",
-            str(TINY_IMGSZ),
-            "--data.workers",
-            "0",
-            "--data.batch_size",
-            "2",
-            "--trainer.max_epochs",
-            "1",
-            "--trainer.enable_progress_bar",
-            "false",
-            "--trainer.enable_model_summary",
-            "false",
-            "--trainer.default_root_dir",
-            str(run),
-        ]
-    )
+    code = main(["fit", *tiny_cli_args(yaml_path, run, "--data.batch_size", "2")])
     assert code == 0
     assert (run / "last.ckpt").is_file() and "final mAP50-95" in capsys.readouterr().out
     summary = (run / "summary.txt").read_text()

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import torch
 import yaml
+from lucid_train_testing import tiny_cli_args
 
 from lucid_train.cli import main
 from lucid_train.errors import TrainingSetupError
@@ -184,34 +185,18 @@ def test_cli_fine_tunes_the_imported_pose_weights_on_coco8_pose(
     if not weights.is_file() or not data_yaml.is_file():
         pytest.skip(f"needs {weights} and {data_yaml}")
     run = tmp_path / "run"
+    extra = [
+        "--model.task",
+        "pose",
+        "--model.weights",
+        str(weights),
+        "--data.imgsz",
+        "160",
+        "--data.batch_size",
+        "2",
+    ]
     code = main(
-        [
-            "fit",
-            "--model.task",
-            "pose",
-            "--model.weights",
-            str(weights),
-            "--data.root",
-            str(data_yaml),
-            "--data.imgsz",
-            "160",
-            "--data.batch_size",
-            "2",
-            "--data.workers",
-            "0",
-            "--optimizer.name",
-            "SGD",
-            "--optimizer.lr0",
-            "0.002",
-            "--trainer.max_epochs",
-            "1",
-            "--trainer.accelerator",
-            "cpu",
-            "--trainer.enable_progress_bar",
-            "false",
-            "--trainer.default_root_dir",
-            str(run),
-        ]
+        ["fit", *tiny_cli_args(data_yaml, run, *extra, "--optimizer.name", "SGD", "--optimizer.lr0", "0.002")]
     )
     captured = capsys.readouterr()
     assert code == 0, captured.err
