@@ -157,3 +157,33 @@ def test_bad_label_line_fails_before_inference(
         capsys,
     )
     assert label.name in err
+
+
+@pytest.mark.shared
+def test_lucid_eval_scores_a_reference_pt_as_its_converted_checkpoint(
+    shared_dir: Path, tmp_path: Path
+) -> None:
+    """The report of `lucid-eval --weights X.pt` equals the converted checkpoint's but for the weights fields."""
+    from lucid_core.checkpoint import load_weights
+    from lucid_core.interop.cli import main as convert_main
+
+    pose = [p for p in sorted((shared_dir / "weights").glob("*.pt")) if load_weights(p).model.task == "pose"]
+    data = shared_dir / "data" / "coco8-pose" / "coco8-pose.yaml"
+    if not pose or not data.is_file():
+        pytest.skip("needs a pose reference checkpoint and coco8-pose")
+    source = pose[0]
+    converted = tmp_path / source.stem
+    assert convert_main([str(source), str(converted)]) == 0
+    reports = []
+    for weights in (source, converted):
+        out = tmp_path / f"report-{weights.suffix or 'lucid'}.json"
+        assert (
+            main(["--weights", str(weights), "--data", str(data), "--imgsz", "320", "--output", str(out)])
+            == 0
+        )
+        reports.append(json.loads(out.read_text()))
+    assert reports[0]["weights_sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
+    drop = {"weights", "weights_sha256", "total_seconds", "seconds"}
+    assert {k: v for k, v in reports[0].items() if k not in drop} == {
+        k: v for k, v in reports[1].items() if k not in drop
+    }

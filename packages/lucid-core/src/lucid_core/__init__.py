@@ -39,6 +39,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "list_models": ("lucid_core.models", "list_models"),
     "load_checkpoint": ("lucid_core.checkpoint", "load_checkpoint"),
     "load_model": ("lucid_core.checkpoint", "load_model"),
+    "load_weights": ("lucid_core.checkpoint", "load_weights"),
     "model_info": ("lucid_core.info", "model_info"),
     "predict": ("lucid_core.predict", "predict"),
     "save_model": ("lucid_core.checkpoint", "save_model"),
@@ -58,13 +59,21 @@ __all__ = [
     "list_models",
     "load_checkpoint",
     "load_model",
+    "load_weights",
     "model_info",
     "predict",
     "save_model",
 ]
 
 if TYPE_CHECKING:  # static view of the lazily resolved names
-    from lucid_core.checkpoint import Checkpoint, CheckpointError, load_checkpoint, load_model, save_model
+    from lucid_core.checkpoint import (
+        Checkpoint,
+        CheckpointError,
+        load_checkpoint,
+        load_model,
+        load_weights,
+        save_model,
+    )
     from lucid_core.info import model_info
     from lucid_core.interop import export_onnx, import_checkpoint
     from lucid_core.models import ModelConfig, ModelKey, YOLOModel, build_model, list_models

@@ -324,6 +324,37 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str | torch.d
     )
 
 
+def load_weights(path: str | os.PathLike[str], *, map_location: str | torch.device = "cpu") -> Checkpoint:
+    """Weights to run: a lucid checkpoint (:func:`load_checkpoint`) or a reference ``.pt``/``.pth``, imported in
+    memory by :func:`lucid_core.interop.import_checkpoint` (the restricted unpickler: nothing executed, nothing
+    written). An imported checkpoint keeps its class names and training ``imgsz``; ``extra["imported"]`` is what
+    the importer learned (source, sha256, EMA or model weights) and ``weights_path`` is the ``.pt`` file.
+    Importer failures are :class:`CheckpointError` naming the file, like a bad lucid checkpoint.
+    """
+    source = Path(path)
+    if source.suffix not in (".pt", ".pth"):
+        return load_checkpoint(source, map_location=map_location)
+    from lucid_core.interop.reference import CheckpointImportError, import_checkpoint
+    from lucid_core.interop.unpickler import RefusedGlobalError
+
+    if not source.is_file():
+        raise CheckpointError(f"{source}: reference checkpoint not found")
+    try:
+        model, imported = import_checkpoint(source)
+    except (CheckpointImportError, RefusedGlobalError) as exc:
+        raise CheckpointError(f"{source}: cannot import this reference checkpoint ({exc})") from exc
+    model.to(map_location)
+    model.eval()
+    return Checkpoint(
+        model=model,
+        names=[str(n) for n in imported.names],
+        imgsz=int(imported.imgsz),
+        config=_json_ready(_model_config(model)),  # as a saved checkpoint's JSON holds it
+        extra={"imported": imported.to_dict()},
+        weights_path=source,
+    )
+
+
 def load_model(path: str | os.PathLike[str], *, map_location: str | torch.device = "cpu") -> YOLOModel:
     """Load a :class:`~lucid_core.models.YOLOModel` saved by :func:`save_model` (eval mode)."""
     return load_checkpoint(path, map_location=map_location).model

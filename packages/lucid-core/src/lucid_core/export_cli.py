@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lucid_core.checkpoint import CheckpointError, load_checkpoint
+from lucid_core.checkpoint import CheckpointError
+from lucid_core.checkpoint import load_weights as load_checkpoint_or_reference
 from lucid_core.interop.onnx_export import DEFAULT_MAX_DET, DEFAULT_OPSET, ExportModule, export_onnx
 from lucid_core.models import YOLOModel
 
@@ -57,17 +58,8 @@ class OutputParity:
 
 def load_weights(path: str) -> tuple[YOLOModel, int]:
     """``(model, training imgsz)`` of a lucid-core checkpoint or a reference ``.pt`` file."""
-    file = Path(path)
-    if file.suffix == ".pt":
-        from lucid_core.interop import CheckpointImportError, RefusedGlobalError, import_checkpoint
-
-        try:
-            model, config = import_checkpoint(file)
-        except (CheckpointImportError, RefusedGlobalError, FileNotFoundError) as exc:
-            raise ExportInputError(f"WEIGHTS {path}: {exc}") from exc
-        return model, int(config.imgsz)
     try:
-        checkpoint = load_checkpoint(file)
+        checkpoint = load_checkpoint_or_reference(path)
     except (CheckpointError, FileNotFoundError) as exc:
         raise ExportInputError(f"WEIGHTS {path}: {exc}") from exc
     return checkpoint.model, int(checkpoint.imgsz)

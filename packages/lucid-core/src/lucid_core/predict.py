@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from torchvision.io import ImageReadMode, decode_image
 
 from lucid_core.allocator import tune_glibc_malloc
-from lucid_core.checkpoint import load_checkpoint
+from lucid_core.checkpoint import load_weights
 from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF, postprocess
 from lucid_core.geometry.letterbox import (
     LetterboxInfo,
@@ -253,15 +253,15 @@ def predict(
 ) -> list[Detections]:
     """Detect objects in ``images``; one :class:`Detections` per image, in original-image pixels, on the CPU.
 
-    ``model_or_path``: a :class:`YOLOModel` (left untouched: a fused copy is used) or a checkpoint path
-    (see :mod:`lucid_core.checkpoint`). ``images``: one image or a list (paths, PIL images, HWC uint8 RGB arrays,
+    ``model_or_path``: a :class:`YOLOModel` (left untouched: a fused copy is used) or a checkpoint path:
+    lucid-core weights or a reference ``.pt`` (:func:`lucid_core.checkpoint.load_weights`). ``images``: one image or a list (paths, PIL images, HWC uint8 RGB arrays,
     CHW uint8 tensors, or a BCHW uint8 tensor). ``decode``: ``None`` = ``"nms"`` (for YOLO26 its one-to-many branch + NMS, the reference's default), or ``"topk"``
     (YOLO26's NMS-free one-to-one branch).
     ``retina_masks``: segment masks computed at the original resolution (the reference's ``retina_masks=True``)
     instead of at the input size and then resized (fixture README "import_yolo26n-seg-shapes.pt").
     """
     if isinstance(model_or_path, str | os.PathLike):
-        model = load_checkpoint(model_or_path).model
+        model = load_weights(model_or_path).model
     elif isinstance(model_or_path, YOLOModel):
         model = model_or_path
     else:

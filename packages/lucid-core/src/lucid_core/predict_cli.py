@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from lucid_core.atomic import atomic_write_json
-from lucid_core.checkpoint import load_checkpoint
+from lucid_core.checkpoint import load_weights
 from lucid_core.cli_errors import UsageError, refuse_overwrite, run_cli
 from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
 from lucid_core.geometry.rotated import rboxes_to_polygons
@@ -147,7 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a lucid-core checkpoint on an image or a folder; write one JSON of detections per image.",
         epilog="Exit status: 0 if at least one image was processed, 1 if none was, 2 on bad arguments/weights.",
     )
-    parser.add_argument("--weights", required=True, help="checkpoint (stem, .safetensors or .json)")
+    parser.add_argument(
+        "--weights", required=True, help="checkpoint (stem, .safetensors or .json) or a reference .pt"
+    )
     parser.add_argument("--source", required=True, help="an image file or a folder of images")
     parser.add_argument("--output", required=True, help="folder for the JSON files (created)")
     parser.add_argument(
@@ -171,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.imgsz is not None and args.imgsz <= 0:
         raise UsageError(f"--imgsz {args.imgsz}: expected a positive image size, e.g. 640")
-    ckpt = load_checkpoint(args.weights)
+    ckpt = load_weights(args.weights)
     imgsz = int(args.imgsz or ckpt.imgsz)
     device = torch.device(args.device)
     net, mode = prepare_inference_model(ckpt.model, decode=args.decode, device=device)

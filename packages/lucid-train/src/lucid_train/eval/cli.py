@@ -35,7 +35,9 @@ class EvalInputError(ValueError):
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lucid-eval", description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--weights", default=None, help="lucid checkpoint (stem, .safetensors or .json)")
+    p.add_argument(
+        "--weights", default=None, help="lucid checkpoint (stem, .safetensors or .json) or a reference .pt"
+    )
     p.add_argument("--data", default=None, help="dataset: YOLO data YAML, COCO JSON / folder, DOTA folder")
     p.add_argument("--split", default="val")
     p.add_argument("--imgsz", type=int, default=None, help="network input size (default: the checkpoint's)")
@@ -132,7 +134,7 @@ def check_classes(model_names: Sequence[str], num_classes: int, source: Any, wei
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Check inputs, evaluate, write the report; returns the report dict."""
-    from lucid_core.checkpoint import CheckpointError, load_checkpoint
+    from lucid_core.checkpoint import CheckpointError, load_weights
     from lucid_data.readers import load_dataset
     from lucid_train.eval.report import build_report, sha256_file, write_report
     from lucid_train.eval.runner import evaluate_model
@@ -141,7 +143,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not args.weights or not args.data:
         raise EvalInputError("--weights and --data are required (or --dota-labels for the DOTA protocol)")
     try:
-        checkpoint = load_checkpoint(args.weights, map_location=args.device)
+        checkpoint = load_weights(args.weights, map_location=args.device)
     except (CheckpointError, FileNotFoundError) as exc:
         raise EvalInputError(f"--weights: {exc}") from exc
     model = checkpoint.model
