@@ -110,6 +110,48 @@ def test_predict_returns_detections_and_writes_lucid_predicts_json(shapes_yaml: 
         )
 
 
+def test_repeated_predict_calls_load_and_prepare_the_weights_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`YOLO(weights).predict(image)` in a loop: one checkpoint load and one fused copy (issue 18's reuse), the
+    checkpoint's imgsz by default, and the same detections as lucid-core's predict on the loaded model."""
+    import importlib
+
+    from lucid_core.checkpoint import load_model, save_model
+    from lucid_core.models import build_model
+
+    save_model(
+        build_model("yolov8", "detect", "n", num_classes=2), tmp_path / "w", names=["a", "b"], imgsz=96
+    )
+    checkpoints = importlib.import_module("lucid_core.checkpoint")
+    predicting = importlib.import_module(
+        "lucid_core.predict"
+    )  # the module (lucid_core.predict is the function)
+    calls = {"load": 0, "prepare": 0}
+
+    def counted(name: str, function: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(checkpoints, "load_checkpoint", counted("load", checkpoints.load_checkpoint))
+    monkeypatch.setattr(
+        predicting,
+        "prepare_inference_model",
+        counted("prepare", predicting.prepare_inference_model),
+    )
+    image = np.random.default_rng(0).integers(0, 256, (120, 90, 3), dtype=np.uint8)
+    model = YOLO(tmp_path / "w")
+    runs = [model.predict(image, conf=0.0, max_det=5) for _ in range(3)]
+    assert calls == {"load": 1, "prepare": 1}
+    (expected,) = predicting.predict(load_model(tmp_path / "w"), image, imgsz=96, conf=0.0, max_det=5)
+    for (det,) in runs:
+        np.testing.assert_array_equal(det.boxes.numpy(), expected.boxes.numpy())
+        np.testing.assert_array_equal(det.scores.numpy(), expected.scores.numpy())
+
+
 def test_export_writes_onnx_beside_the_weights(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("onnxruntime")
     from lucid_core import build_model, save_model

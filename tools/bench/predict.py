@@ -9,10 +9,11 @@ then runs ``run.sh predict`` with the same image, family, size and ``--threads``
 the ratio ours/reference (lower is better; issue 18 asks for ≤ 0.8). Each line also prints the minor page faults
 per call; ``--malloc-baseline`` times the same calls in a child process with glibc's default malloc
 (``LUCID_MALLOC_TUNING=0``; ``predict`` otherwise sets ``lucid_core.allocator.tune_glibc_malloc`` on its first call)
-and prints tuned/default.
+and prints tuned/default. ``--facade`` also times ``lucid_train.YOLO(weights).predict(path)`` on the same model
+saved as lucid-core weights (the facade loads them once and reuses the prepared copy) and prints facade/core.
 
 Run by hand (not by tests):
-``uv run --no-sync python tools/bench/predict.py [--threads 2] [--malloc-baseline] [--vs-reference]``.
+``uv run --no-sync python tools/bench/predict.py [--threads 2] [--malloc-baseline] [--facade] [--vs-reference]``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -32,23 +35,45 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _reference import SHARED_DIR, add_reference_flag, print_pair, run_reference
 
 
-def predict_latency_ms(family: str, image: Path, imgsz: int, warmup: int, runs: int) -> tuple[float, float]:
-    """Median latency (ms) of ``runs`` timed calls after ``warmup``, and the minor page faults per timed call."""
+def _bench_model(family: str) -> torch.nn.Module:
     from lucid_core.models import build_model
-    from lucid_core.predict import predict
 
     torch.manual_seed(0)
-    model = build_model(family, "detect", "n", num_classes=80).eval()
+    return build_model(family, "detect", "n", num_classes=80).eval()
+
+
+def _median_ms(call: Callable[[], object], warmup: int, runs: int) -> tuple[float, float]:
+    """Median latency (ms) of ``runs`` timed calls after ``warmup``, and the minor page faults per timed call."""
     for _ in range(warmup):
-        predict(model, str(image), imgsz=imgsz)
+        call()
     times = []
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(runs):
         start = time.perf_counter()
-        predict(model, str(image), imgsz=imgsz)
+        call()
         times.append((time.perf_counter() - start) * 1e3)
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
     return statistics.median(times), faults / runs
+
+
+def predict_latency_ms(family: str, image: Path, imgsz: int, warmup: int, runs: int) -> tuple[float, float]:
+    """``predict(model, image)``: median latency (ms) and minor page faults per call (:func:`_median_ms`)."""
+    from lucid_core.predict import predict
+
+    model = _bench_model(family)
+    return _median_ms(lambda: predict(model, str(image), imgsz=imgsz), warmup, runs)
+
+
+def facade_latency_ms(family: str, image: Path, imgsz: int, warmup: int, runs: int) -> float:
+    """``YOLO(weights).predict(image)`` on the same model saved as lucid-core weights: median latency (ms)."""
+    from lucid_core.checkpoint import save_model
+    from lucid_train import YOLO
+
+    with tempfile.TemporaryDirectory() as folder:
+        weights = Path(folder) / f"{family}n"
+        save_model(_bench_model(family), weights, names=[str(i) for i in range(80)], imgsz=imgsz)
+        facade = YOLO(weights)
+        return _median_ms(lambda: facade.predict(str(image), imgsz=imgsz), warmup, runs)[0]
 
 
 def untuned_latency_ms(
@@ -90,6 +115,11 @@ def main() -> None:
         action="store_true",
         help="also time each family in a child process with glibc's default malloc (LUCID_MALLOC_TUNING=0)",
     )
+    parser.add_argument(
+        "--facade",
+        action="store_true",
+        help="also time lucid_train.YOLO(weights).predict on the same model saved as weights (facade/core)",
+    )
     add_reference_flag(parser)
     args = parser.parse_args()
     if not args.image.is_file():
@@ -111,6 +141,12 @@ def main() -> None:
             print(
                 f"predict {family}n@{args.imgsz} with glibc's default malloc (LUCID_MALLOC_TUNING=0, a child "
                 f"process): {base:.1f} ms, {base_faults:.0f} page faults/call; tuned/default {ours / base:.2f}x"
+            )
+        if args.facade:
+            facade = facade_latency_ms(family, args.image, args.imgsz, args.warmup, args.runs)
+            print(
+                f"predict {family}n@{args.imgsz} through YOLO(weights).predict: {facade:.1f} ms, "
+                f"facade/core {facade / ours:.2f}x"
             )
         if args.vs_reference:
             ref = run_reference(

@@ -113,6 +113,7 @@ class YOLO:
         self.data: str | None = None
         self.trainer: Any = None
         self._model: Any = None
+        self._imgsz = 640  # the loaded weights' training imgsz (`model`); an untrained model name: 640
         self._scratch: Path | None = None
         if self.key is not None:
             return
@@ -184,9 +185,10 @@ class YOLO:
                     self.key.family, self.key.task, self.key.scale, num_classes=DEFAULT_NUM_CLASSES
                 )
             else:
-                from lucid_core.checkpoint import load_model
+                from lucid_core.checkpoint import load_checkpoint
 
-                self._model = load_model(self.weights_path())
+                checkpoint = load_checkpoint(self.weights_path())
+                self._model, self._imgsz = checkpoint.model, int(checkpoint.imgsz)
         return self._model
 
     def _model_flags(self) -> list[str]:
@@ -320,13 +322,11 @@ class YOLO:
             YOLO("runs/train/best").predict("images/", output="runs/predict")
             # lucid-predict --weights runs/train/best --source images/ --output runs/predict
         """
-        from lucid_core.checkpoint import load_checkpoint
         from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
         from lucid_core.predict import list_image_files, predict
 
-        weights = self.weights_path()
-        checkpoint = load_checkpoint(weights)
-        size = int(imgsz or checkpoint.imgsz)
+        model = self.model  # loaded once: repeated calls reuse it and its prepared (fused) copy
+        size = int(imgsz or self._imgsz)
         values = {
             "conf": PREDICT_CONF if conf is None else conf,
             "iou": DEFAULT_IOU if iou is None else iou,
@@ -335,7 +335,7 @@ class YOLO:
         images: Any = source
         if isinstance(source, str | os.PathLike):
             images = list_image_files(source)
-        detections = predict(checkpoint.model, images, imgsz=size, device=device, decode=decode, **values)  # type: ignore[arg-type]
+        detections = predict(model, images, imgsz=size, device=device, decode=decode, **values)  # type: ignore[arg-type]
         if output is not None:
             if not isinstance(source, str | os.PathLike):
                 raise TypeError(
@@ -343,7 +343,14 @@ class YOLO:
                 )
             from lucid_core.predict_cli import main as predict_cli
 
-            argv = ["--weights", str(weights), "--source", os.fspath(source), "--output", os.fspath(output)]
+            argv = [
+                "--weights",
+                str(self.weights_path()),
+                "--source",
+                os.fspath(source),
+                "--output",
+                os.fspath(output),
+            ]
             argv += ["--imgsz", str(size), "--conf", str(values["conf"]), "--iou", str(values["iou"])]
             argv += ["--max-det", str(values["max_det"]), "--device", device]
             argv += ["--decode", decode] if decode is not None else []
@@ -403,7 +410,8 @@ class YOLO:
 def evaluate(model: Any, data: str | os.PathLike[str] | Any, **options: Any) -> Any:
     """COCO-protocol scores (``lucid_train.EvalResult``) of ``model`` on the ``val`` split of ``data``.
 
-    ``model``: a ``lucid_core`` YOLOModel or lucid-core weights (a path; ``imgsz`` then defaults to the weights').
+    ``model``: a ``lucid_core`` YOLOModel, lucid-core weights or a reference ``.pt`` (a path; ``imgsz`` then defaults
+    to the weights').
     ``data``: a dataset path (YOLO data YAML, COCO JSON/folder, DOTA folder), a ``DatasetSource`` or a
     ``DetectionDataset``. ``options`` go to :func:`lucid_train.eval.evaluate_model` (``imgsz``, ``batch_size``,
     ``conf``, ``iou``, ``max_det``, ``decode``, ``device``, ``backend``…), whose pipeline ``lucid-eval`` runs too.
@@ -411,9 +419,9 @@ def evaluate(model: Any, data: str | os.PathLike[str] | Any, **options: Any) -> 
     from lucid_train.eval import evaluate_model
 
     if isinstance(model, str | os.PathLike):
-        from lucid_core.checkpoint import load_checkpoint
+        from lucid_core.checkpoint import load_weights
 
-        checkpoint = load_checkpoint(model)
+        checkpoint = load_weights(model)
         options.setdefault("imgsz", checkpoint.imgsz)
         model = checkpoint.model
     source = os.fspath(data) if isinstance(data, os.PathLike) else data
