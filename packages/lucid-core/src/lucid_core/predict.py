@@ -254,8 +254,9 @@ def predict(
     """Detect objects in ``images``; one :class:`Detections` per image, in original-image pixels, on the CPU.
 
     ``model_or_path``: a :class:`YOLOModel` (left untouched: a fused copy is used) or a checkpoint path:
-    lucid-core weights or a reference ``.pt`` (:func:`lucid_core.checkpoint.load_weights`). ``images``: one image or a list (paths, PIL images, HWC uint8 RGB arrays,
-    CHW uint8 tensors, or a BCHW uint8 tensor). ``decode``: ``None`` = ``"nms"`` (for YOLO26 its one-to-many branch + NMS, the reference's default), or ``"topk"``
+    lucid-core weights or a reference ``.pt`` (:func:`lucid_core.checkpoint.load_weights`), read on every call; in
+    a loop, load once and pass the model, whose prepared copy is then reused. ``images``: one image or a list
+    (paths, PIL images, HWC uint8 RGB arrays, CHW uint8 tensors, or a BCHW uint8 tensor). ``decode``: ``None`` = ``"nms"`` (for YOLO26 its one-to-many branch + NMS, the reference's default), or ``"topk"``
     (YOLO26's NMS-free one-to-one branch).
     ``retina_masks``: segment masks computed at the original resolution (the reference's ``retina_masks=True``)
     instead of at the input size and then resized (fixture README "import_yolo26n-seg-shapes.pt").
