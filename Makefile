@@ -43,6 +43,7 @@ bench: setup
 	$(UV) run --locked python tools/bench/data.py
 	$(UV) run --locked python tools/bench/train.py
 	$(UV) run --locked python tools/bench/eval.py
+	$(UV) run --locked python tools/bench/openmp.py
 	@# issue 18: ours and the reference (../shared/refbench, a black box) back to back on 2 threads, with ratios
 	@if [ -x "$(REFBENCH)/run.sh" ]; then \
 		set -e; export OMP_NUM_THREADS=2; \

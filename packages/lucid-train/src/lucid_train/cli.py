@@ -32,25 +32,29 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lucid_train.openmp import limit_openmp_spinning
 
-from lucid_core.cli_errors import run_cli
-from lucid_train.accel import AccelFlags
-from lucid_train.callbacks import EpochStateCallback, RunArtifacts
-from lucid_train.datamodule import YOLODataModule
-from lucid_train.errors import TrainingSetupError
-from lucid_train.loggers import (
+limit_openmp_spinning()  # before torch is loaded (lucid_train.openmp)
+
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI  # noqa: E402
+
+from lucid_core.cli_errors import run_cli  # noqa: E402
+from lucid_train.accel import AccelFlags  # noqa: E402
+from lucid_train.callbacks import EpochStateCallback, RunArtifacts  # noqa: E402
+from lucid_train.datamodule import YOLODataModule  # noqa: E402
+from lucid_train.errors import TrainingSetupError  # noqa: E402
+from lucid_train.loggers import (  # noqa: E402
     RunDirConfig,
     default_loggers,
     drop_lightning_tips,
     resolve_logger_dirs,
     with_logger_save_dir,
 )
-from lucid_train.module import YOLOLitModule
-from lucid_train.precision import default_precision
-from lucid_train.recipe import EMAConfig, LossConfig, OptimizerConfig
-from lucid_train.run_dir import claim_run_dir
-from lucid_train.validation import (
+from lucid_train.module import YOLOLitModule  # noqa: E402
+from lucid_train.precision import default_precision  # noqa: E402
+from lucid_train.recipe import EMAConfig, LossConfig, OptimizerConfig  # noqa: E402
+from lucid_train.run_dir import claim_run_dir  # noqa: E402
+from lucid_train.validation import (  # noqa: E402
     KNOWN_ERRORS,
     check_training_checkpoint,
     is_url,
