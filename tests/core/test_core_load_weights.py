@@ -88,6 +88,9 @@ def test_a_malicious_pt_is_refused_everywhere_before_anything_runs(
 def test_a_missing_pt_and_a_lucid_checkpoint(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match=r"absent\.pt: reference checkpoint not found"):
         load_weights(tmp_path / "absent.pt")
+    (tmp_path / "garbage.pt").write_bytes(b" not a pickle")
+    with pytest.raises(CheckpointError, match=r"garbage\.pt: not a readable reference checkpoint"):
+        load_weights(tmp_path / "garbage.pt")
     model = build_model("yolo26", "detect", "n", num_classes=2)
     save_model(model, tmp_path / "w", names=["a", "b"], imgsz=IMGSZ)
     loaded = load_weights(tmp_path / "w")

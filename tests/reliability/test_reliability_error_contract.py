@@ -119,7 +119,7 @@ CASES = [
             "--output",
             str(p["runs"] / "p"),
         ],
-        lambda p: "lucid-convert",
+        lambda p: str(p["corrupt_pt"]),
     ),
     Case(
         "check a missing dataset",

@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import pickle
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -343,6 +344,10 @@ def load_weights(path: str | os.PathLike[str], *, map_location: str | torch.devi
         model, imported = import_checkpoint(source)
     except (CheckpointImportError, RefusedGlobalError) as exc:
         raise CheckpointError(f"{source}: cannot import this reference checkpoint ({exc})") from exc
+    except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as exc:  # as lucid-convert
+        raise CheckpointError(
+            f"{source}: not a readable reference checkpoint ({type(exc).__name__}: {exc})"
+        ) from exc
     model.to(map_location)
     model.eval()
     return Checkpoint(
