@@ -406,15 +406,10 @@ def load_for_training(
     """
     source = Path(path)
     notes: list[str] = []
-    if source.suffix in (".pt", ".pth"):
-        from lucid_core.interop.reference import import_checkpoint
-
-        loaded, imported = import_checkpoint(source)
-        names = list(imported.names)
+    checkpoint = load_weights(source)
+    loaded, names = checkpoint.model, list(checkpoint.names)
+    if "imported" in checkpoint.extra:
         notes.append(f"{source}: reference checkpoint converted on the fly (restricted unpickler)")
-    else:
-        checkpoint = load_checkpoint(source)
-        loaded, names = checkpoint.model, checkpoint.names
     stored_config = dict(dataclasses.asdict(loaded.config))
     target = dict(stored_config)
     target["num_classes"] = int(num_classes)
