@@ -47,13 +47,8 @@ __all__ = [
 from lucid_data.augment import AugmentConfig, AugmentPipeline
 from lucid_data.cache import CacheTooLargeError, RamImageCache, RecentDecodes
 from lucid_data.collate import collate
-from lucid_data.dataset import (
-    DetectionDataset,
-    ExcludedImage,
-    SampleKey,
-    fork_safe_parent,
-    single_threaded_worker,
-)
+from lucid_data.dataset import DetectionDataset, ExcludedImage, SampleKey
+from lucid_data.opencv_threads import fork_safe_parent, single_threaded_worker  # also installs the fork hooks
 from lucid_data.synth import synthesize
 
 __all__ += [

@@ -43,10 +43,11 @@ from lucid_data.augment.pipeline import AugmentConfig, AugmentPipeline
 from lucid_data.cache import DEFAULT_DECODE_BUFFER_MIB, DEFAULT_MAX_FRACTION, RamImageCache, RecentDecodes
 from lucid_data.imageio import CorruptImageError, image_size, load_image, verify_image
 from lucid_data.masks import instance_masks, resample_polygons, segment_masks
+from lucid_data.opencv_threads import fork_safe_parent, single_threaded_worker
 from lucid_data.records import DatasetSource, ImageRecord, Task
 from lucid_data.targets import Targets
 
-__all__ = ["DetectionDataset", "ExcludedImage", "single_threaded_worker"]
+__all__ = ["DetectionDataset", "ExcludedImage", "fork_safe_parent", "single_threaded_worker"]
 
 logger = logging.getLogger(__name__)
 
@@ -548,25 +549,3 @@ def _load_source(path: Path, split: str, task: Task | None) -> DatasetSource:
 
         return read_yolo(path, split, task)
     return load_dataset(path, split, task)
-
-
-def single_threaded_worker(worker_id: int) -> None:
-    """DataLoader ``worker_init_fn``: one OpenCV thread per worker process.
-
-    torch already gives each worker one intra-op thread (documented ``DataLoader`` behaviour); OpenCV would otherwise
-    start a thread pool per worker, and on a small machine those threads take cores from the training step's own
-    threads (oversubscription). Pixel work is identical whatever the thread count.
-    """
-    cv2.setNumThreads(1)
-
-
-def fork_safe_parent() -> None:
-    """Call in the parent before DataLoader workers are forked: OpenCV single-threaded in this process.
-
-    OpenCV's thread pool does not survive ``fork()``: a worker forked while the parent's pool is running (it starts
-    at the parent's first parallel cv2 call - synthesis, building the RAM cache, a 0-worker pass) hangs in its first
-    cv2 call, even after :func:`single_threaded_worker`. Setting one thread here stops the pool cleanly in the parent
-    (where its threads exist), so every later fork starts from a consistent state. The parent's remaining pixel
-    work (in-process validation batches) runs on one OpenCV thread; the bytes are the same.
-    """
-    cv2.setNumThreads(1)

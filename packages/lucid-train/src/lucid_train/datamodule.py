@@ -356,10 +356,6 @@ class YOLODataModule(pl.LightningDataModule):
         rank, world = self._rank_world() if sharded else (0, 1)
         if hasattr(dataset, "rank"):
             dataset.rank = rank
-        if self.workers > 0:
-            from lucid_data.dataset import fork_safe_parent
-
-            fork_safe_parent()  # OpenCV's thread pool would hang the forked workers
         persistent = persistent and self.workers > 0 and hasattr(dataset, "sample_key")
         sampler = ShardedEpochSampler(
             len(dataset),

