@@ -50,7 +50,7 @@ bench: setup
 		$(UV) run --locked python tools/bench/data.py --threads 2 --workers 0 --samples 200 --vs-reference --pairs 3; \
 		$(UV) run --locked python tools/bench/train.py --step --threads 2 --sizes 640 --steps 4 --profile --vs-reference --pairs 3; \
 		$(UV) run --locked python tools/bench/infer.py --threads 2 --vs-reference; \
-		$(UV) run --locked python tools/bench/predict.py --threads 2 --facade --vs-reference; \
+		$(UV) run --locked python tools/bench/predict.py --threads 2 --facade --path --vs-reference; \
 	else echo "bench: $(REFBENCH)/run.sh not found: the --vs-reference pass is skipped"; fi
 
 # the documentation site, built strictly (a broken link or a missing nav file fails); into runs/site

@@ -3,10 +3,17 @@
 
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
+
+import pytest
 import torch
 
+from lucid_core.checkpoint import CheckpointError, save_model
 from lucid_core.models import build_model
 from lucid_core.predict import cached_inference_model, parameter_signature, predict
+
+predict_module = importlib.import_module("lucid_core.predict")  # the package exports a function of that name
 
 
 def _image() -> torch.Tensor:
@@ -87,3 +94,78 @@ def test_the_signature_walks_a_shared_or_cyclic_module_once() -> None:
     outer = torch.nn.Sequential(shared, torch.nn.Sequential(shared))
     outer.add_module("loop", outer)  # a cycle: named_modules() tolerates it, so must the signature
     assert [entry[0] for entry in parameter_signature(outer)] == [id(shared.weight), id(shared.bias)]
+
+
+def _counting_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    loads: list[str] = []
+    real = predict_module.load_weights
+
+    def counted(path, **kwargs):  # type: ignore[no-untyped-def]
+        loads.append(str(path))
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(predict_module, "load_weights", counted)
+    monkeypatch.setattr(predict_module, "_LOADED", type(predict_module._LOADED)())
+    return loads
+
+
+def _saved(model: torch.nn.Module, path: Path) -> Path:
+    save_model(model, path, names=["a", "b", "c"], imgsz=64)
+    return path
+
+
+def test_a_checkpoint_path_is_read_once_while_its_files_are_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads = _counting_loads(monkeypatch)
+    model = build_model("yolov8", "detect", "n", num_classes=3).eval()
+    weights = _saved(model, tmp_path / "w")
+    image = _image()
+    runs = [predict(weights, image, imgsz=64, conf=0.0)[0] for _ in range(3)]
+    assert loads == [str(weights)]
+    (direct,) = predict(model, image, imgsz=64, conf=0.0)
+    for run in runs:
+        torch.testing.assert_close(run.boxes, direct.boxes, rtol=0, atol=0)
+        torch.testing.assert_close(run.scores, direct.scores, rtol=0, atol=0)
+    # the stem, the .safetensors and the .json name the same checkpoint, each its own key: read once each
+    predict(weights.with_suffix(".safetensors"), image, imgsz=64)
+    predict(weights.with_suffix(".safetensors"), image, imgsz=64)
+    assert len(loads) == 2
+
+
+def test_a_rewritten_checkpoint_is_read_again_and_its_weights_are_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads = _counting_loads(monkeypatch)
+    image = _image()
+    first = build_model("yolov8", "detect", "n", num_classes=3).eval()
+    weights = _saved(first, tmp_path / "w")
+    predict(weights, image, imgsz=64, conf=0.0)
+    torch.manual_seed(1)
+    second = build_model("yolov8", "detect", "n", num_classes=3).eval()
+    _saved(second, weights)  # save_model replaces the files atomically: new inodes
+    (after,) = predict(weights, image, imgsz=64, conf=0.0)
+    assert len(loads) == 2
+    (expected,) = predict(second, image, imgsz=64, conf=0.0)
+    torch.testing.assert_close(after.scores, expected.scores, rtol=0, atol=0)
+    torch.testing.assert_close(after.boxes, expected.boxes, rtol=0, atol=0)
+
+
+def test_only_the_most_recent_paths_stay_loaded_and_errors_are_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads = _counting_loads(monkeypatch)
+    image = _image()
+    model = build_model("yolov8", "detect", "n", num_classes=3).eval()
+    paths = [_saved(model, tmp_path / f"w{i}") for i in range(predict_module.LOADED_PATHS_KEPT + 1)]
+    for path in paths:
+        predict(path, image, imgsz=64)
+    assert len(predict_module._LOADED) == predict_module.LOADED_PATHS_KEPT
+    predict(paths[-1], image, imgsz=64)  # still kept
+    predict(paths[0], image, imgsz=64)  # the oldest was let go: read again
+    assert loads == [str(p) for p in paths] + [str(paths[0])]
+    missing = tmp_path / "absent"
+    for _ in range(2):
+        with pytest.raises(CheckpointError, match="absent"):
+            predict(missing, image, imgsz=64)
+    assert all("absent" not in key for key in predict_module._LOADED)

@@ -11,9 +11,11 @@ per call; ``--malloc-baseline`` times the same calls in a child process with gli
 (``LUCID_MALLOC_TUNING=0``; ``predict`` otherwise sets ``lucid_core.allocator.tune_glibc_malloc`` on its first call)
 and prints tuned/default. ``--facade`` also times ``lucid_train.YOLO(weights).predict(path)`` on the same model
 saved as lucid-core weights (the facade loads them once and reuses the prepared copy) and prints facade/core.
+``--path`` times ``predict(weights_path, image)`` on the same saved weights (read once while the files are
+unchanged, ``lucid_core.predict.weights_for_predict``) and prints path/core.
 
 Run by hand (not by tests):
-``uv run --no-sync python tools/bench/predict.py [--threads 2] [--malloc-baseline] [--facade] [--vs-reference]``.
+``uv run --no-sync python tools/bench/predict.py [--threads 2] [--malloc-baseline] [--facade] [--path] [--vs-reference]``.
 """
 
 from __future__ import annotations
@@ -76,6 +78,23 @@ def facade_latency_ms(family: str, image: Path, imgsz: int, warmup: int, runs: i
         return _median_ms(lambda: facade.predict(str(image), imgsz=imgsz), warmup, runs)[0]
 
 
+def path_latency_ms(family: str, image: Path, imgsz: int, warmup: int, runs: int) -> tuple[float, float]:
+    """``predict(weights_path, image)`` on the same model saved as lucid-core weights, and the same call reading
+    the weights every time (``load_weights`` then ``predict(model, ...)``, what a path cost before it was kept):
+    median latencies (ms)."""
+    from lucid_core.checkpoint import load_weights, save_model
+    from lucid_core.predict import predict
+
+    with tempfile.TemporaryDirectory() as folder:
+        weights = Path(folder) / f"{family}n"
+        save_model(_bench_model(family), weights, names=[str(i) for i in range(80)], imgsz=imgsz)
+        kept = _median_ms(lambda: predict(weights, str(image), imgsz=imgsz), warmup, runs)[0]
+        reread = _median_ms(
+            lambda: predict(load_weights(weights).model, str(image), imgsz=imgsz), warmup, runs
+        )
+        return kept, reread[0]
+
+
 def untuned_latency_ms(
     family: str, image: Path, imgsz: int, warmup: int, runs: int, threads: int
 ) -> tuple[float, float]:
@@ -116,6 +135,12 @@ def main() -> None:
         help="also time each family in a child process with glibc's default malloc (LUCID_MALLOC_TUNING=0)",
     )
     parser.add_argument(
+        "--path",
+        action="store_true",
+        help="also time predict(weights_path, image) on the same model saved as weights, and reading them on "
+        "every call as before (path/core, reload/core)",
+    )
+    parser.add_argument(
         "--facade",
         action="store_true",
         help="also time lucid_train.YOLO(weights).predict on the same model saved as weights (facade/core)",
@@ -147,6 +172,13 @@ def main() -> None:
             print(
                 f"predict {family}n@{args.imgsz} through YOLO(weights).predict: {facade:.1f} ms, "
                 f"facade/core {facade / ours:.2f}x"
+            )
+        if args.path:
+            by_path, reread = path_latency_ms(family, args.image, args.imgsz, args.warmup, args.runs)
+            print(
+                f"predict {family}n@{args.imgsz} through predict(weights_path, image): {by_path:.1f} ms, "
+                f"path/core {by_path / ours:.2f}x; reading the weights every call: {reread:.1f} ms, "
+                f"reload/core {reread / ours:.2f}x"
             )
         if args.vs_reference:
             ref = run_reference(

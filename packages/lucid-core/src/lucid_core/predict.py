@@ -7,16 +7,22 @@ shared/fixtures/README.md "Input pipeline"), ``/255`` in float32, forward throug
 inference), decode (:func:`lucid_core.decode.postprocess`), then undo the letterbox with per-axis gains
 (boxes and keypoints clipped to the image; rotated boxes not clipped; masks cropped and resized).
 
-Decoding: end-to-end models (yolo26) use their one-to-one branch with top-k (no NMS) unless ``decode="nms"``,
-which switches the head to its one-to-many branch followed by class-aware NMS; other families use NMS.
+Decoding: class-aware NMS for every family by default; for end-to-end models (yolo26) that is the one-to-many
+branch + NMS, the reference's default, and ``decode="topk"`` selects the NMS-free one-to-one branch.
+
+A checkpoint path is read once while its files are unchanged (:func:`weights_for_predict`), and a model is
+BN-folded once until its weights change (:func:`cached_inference_model`), so ``predict`` in a loop pays neither
+again.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import threading
 import warnings
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -27,7 +33,7 @@ from torch import Tensor, nn
 from torchvision.io import ImageReadMode, decode_image
 
 from lucid_core.allocator import tune_glibc_malloc
-from lucid_core.checkpoint import load_weights
+from lucid_core.checkpoint import checkpoint_paths, load_weights, pending_weights_path
 from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF, postprocess
 from lucid_core.geometry.letterbox import (
     LetterboxInfo,
@@ -222,6 +228,63 @@ def cached_inference_model(
     return net, mode
 
 
+#: How many checkpoint paths :func:`weights_for_predict` keeps loaded (the most recently used ones).
+LOADED_PATHS_KEPT = 2
+_FileIdentity = tuple[tuple[str, int, int, int, int] | None, ...]
+_LOADED: OrderedDict[str, tuple[_FileIdentity, YOLOModel]] = OrderedDict()
+_LOADED_LOCK = threading.Lock()
+
+
+def _file_identity(path: str | os.PathLike[str]) -> _FileIdentity:
+    """``(name, device, inode, size, mtime_ns)`` of every file loading ``path`` reads (None where absent).
+
+    Rewriting a file changes its size or mtime, and an atomic replace (how lucid-core saves) gives it a new inode,
+    so an equal identity means the same bytes would be read again.
+    """
+    source = Path(path)
+    if source.suffix in (".pt", ".pth"):
+        files = [source]
+    else:
+        weights, config = checkpoint_paths(source)
+        files = [config, weights, pending_weights_path(weights)]
+    identity: list[tuple[str, int, int, int, int] | None] = []
+    for file in files:
+        try:
+            st = file.stat()
+        except OSError:
+            identity.append(None)
+        else:
+            identity.append((str(file), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(identity)
+
+
+def weights_for_predict(path: str | os.PathLike[str]) -> YOLOModel:
+    """The model of the checkpoint at ``path`` (:func:`lucid_core.checkpoint.load_weights`), read once while its
+    files are unchanged.
+
+    ``predict("weights.safetensors", image)`` in a loop used to read, hash-check and build the model on every call
+    (and then prepare a new fused copy of it). Now the loaded model is kept, keyed by the resolved path and the
+    files' identity (:func:`_file_identity`), for the :data:`LOADED_PATHS_KEPT` most recently used paths; a file
+    that changed is read again, and errors are raised (and nothing kept) exactly as ``load_weights`` raises them.
+    The kept model is private to ``predict``: it is never returned to the caller, so nothing can modify it.
+    """
+    key = str(Path(path).resolve())
+    identity = _file_identity(path)
+    with _LOADED_LOCK:
+        entry = _LOADED.get(key)
+        if entry is not None and entry[0] == identity:
+            _LOADED.move_to_end(key)
+            return entry[1]
+    model = load_weights(path).model
+    if _file_identity(path) == identity:  # unchanged while it was read: safe to keep
+        with _LOADED_LOCK:
+            _LOADED[key] = (identity, model)
+            _LOADED.move_to_end(key)
+            while len(_LOADED) > LOADED_PATHS_KEPT:
+                _LOADED.popitem(last=False)
+    return model
+
+
 def _to_original(det: Detections, info: LetterboxInfo, *, masks_in_original: bool = False) -> Detections:
     out = Detections(
         boxes=scale_boxes_back(det.boxes, info),
@@ -254,15 +317,15 @@ def predict(
     """Detect objects in ``images``; one :class:`Detections` per image, in original-image pixels, on the CPU.
 
     ``model_or_path``: a :class:`YOLOModel` (left untouched: a fused copy is used) or a checkpoint path:
-    lucid-core weights or a reference ``.pt`` (:func:`lucid_core.checkpoint.load_weights`), read on every call; in
-    a loop, load once and pass the model, whose prepared copy is then reused. ``images``: one image or a list
+    lucid-core weights or a reference ``.pt`` (:func:`lucid_core.checkpoint.load_weights`), read again only when
+    its files change (:func:`weights_for_predict`). ``images``: one image or a list
     (paths, PIL images, HWC uint8 RGB arrays, CHW uint8 tensors, or a BCHW uint8 tensor). ``decode``: ``None`` = ``"nms"`` (for YOLO26 its one-to-many branch + NMS, the reference's default), or ``"topk"``
     (YOLO26's NMS-free one-to-one branch).
     ``retina_masks``: segment masks computed at the original resolution (the reference's ``retina_masks=True``)
     instead of at the input size and then resized (fixture README "import_yolo26n-seg-shapes.pt").
     """
     if isinstance(model_or_path, str | os.PathLike):
-        model = load_weights(model_or_path).model
+        model = weights_for_predict(model_or_path)
     elif isinstance(model_or_path, YOLOModel):
         model = model_or_path
     else:
