@@ -114,20 +114,27 @@ def _saved(model: torch.nn.Module, path: Path) -> Path:
     return path
 
 
+def _setup(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], torch.Tensor, torch.nn.Module]:
+    """An empty path cache whose loads are counted, the test image and a fresh yolov8n (3 classes)."""
+    return _counting_loads(monkeypatch), _image(), build_model("yolov8", "detect", "n", num_classes=3).eval()
+
+
+def _assert_same_detections(a: object, b: object) -> None:
+    torch.testing.assert_close(a.boxes, b.boxes, rtol=0, atol=0)  # type: ignore[attr-defined]
+    torch.testing.assert_close(a.scores, b.scores, rtol=0, atol=0)  # type: ignore[attr-defined]
+
+
 def test_a_checkpoint_path_is_read_once_while_its_files_are_unchanged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loads = _counting_loads(monkeypatch)
-    model = build_model("yolov8", "detect", "n", num_classes=3).eval()
+    loads, image, model = _setup(monkeypatch)
     weights = _saved(model, tmp_path / "w")
-    image = _image()
     runs = [predict(weights, image, imgsz=64, conf=0.0)[0] for _ in range(3)]
     assert loads == [str(weights)]
     (direct,) = predict(model, image, imgsz=64, conf=0.0)
     for run in runs:
-        torch.testing.assert_close(run.boxes, direct.boxes, rtol=0, atol=0)
-        torch.testing.assert_close(run.scores, direct.scores, rtol=0, atol=0)
-    # the stem, the .safetensors and the .json name the same checkpoint, each its own key: read once each
+        _assert_same_detections(run, direct)
+    # the stem and the .safetensors name the same checkpoint, each its own key: read once each
     predict(weights.with_suffix(".safetensors"), image, imgsz=64)
     predict(weights.with_suffix(".safetensors"), image, imgsz=64)
     assert len(loads) == 2
@@ -136,9 +143,7 @@ def test_a_checkpoint_path_is_read_once_while_its_files_are_unchanged(
 def test_a_rewritten_checkpoint_is_read_again_and_its_weights_are_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loads = _counting_loads(monkeypatch)
-    image = _image()
-    first = build_model("yolov8", "detect", "n", num_classes=3).eval()
+    loads, image, first = _setup(monkeypatch)
     weights = _saved(first, tmp_path / "w")
     predict(weights, image, imgsz=64, conf=0.0)
     torch.manual_seed(1)
@@ -146,17 +151,13 @@ def test_a_rewritten_checkpoint_is_read_again_and_its_weights_are_used(
     _saved(second, weights)  # save_model replaces the files atomically: new inodes
     (after,) = predict(weights, image, imgsz=64, conf=0.0)
     assert len(loads) == 2
-    (expected,) = predict(second, image, imgsz=64, conf=0.0)
-    torch.testing.assert_close(after.scores, expected.scores, rtol=0, atol=0)
-    torch.testing.assert_close(after.boxes, expected.boxes, rtol=0, atol=0)
+    _assert_same_detections(after, predict(second, image, imgsz=64, conf=0.0)[0])
 
 
 def test_only_the_most_recent_paths_stay_loaded_and_errors_are_not_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loads = _counting_loads(monkeypatch)
-    image = _image()
-    model = build_model("yolov8", "detect", "n", num_classes=3).eval()
+    loads, image, model = _setup(monkeypatch)
     paths = [_saved(model, tmp_path / f"w{i}") for i in range(predict_module.LOADED_PATHS_KEPT + 1)]
     for path in paths:
         predict(path, image, imgsz=64)
