@@ -6,7 +6,7 @@ TEST_ENV = OMP_NUM_THREADS=1
 # the incumbent as a black box for `make bench`'s side-by-side pass (../shared/refbench/README.md)
 REFBENCH ?= $(or $(LUCID_SHARED_DIR),../shared)/refbench
 
-.PHONY: setup test test-all lint typecheck guard goldens gate fit bench docs notebooks
+.PHONY: setup test test-all lint typecheck guard fixtures goldens gate fit bench docs notebooks
 
 setup:
 	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -28,12 +28,19 @@ typecheck: setup
 guard: setup
 	$(UV) run --locked python tools/release_guard.py
 
+# the fixture tests again on renamed / extended copies of ../shared/fixtures (same schemas, same values): a test
+# that assumes the public file's case names, order or count fails here (~2 min; skipped without ../shared)
+fixtures: setup
+	@if [ -d "$(or $(LUCID_SHARED_DIR),../shared)/fixtures" ]; then \
+		$(TEST_ENV) $(UV) run --locked python tools/check_fixture_independence.py; \
+	else echo "fixtures: ../shared/fixtures not found: skipped"; fi
+
 # goldens = the overfit micro gate, then the level-4 trajectory gate (minutes: trains the shapes recipe 10 epochs)
 goldens: setup
 	$(TEST_ENV) $(UV) run --locked python tools/check_goldens.py
 	$(TEST_ENV) $(UV) run --locked python tools/check_trajectory.py
 
-gate: lint typecheck test guard goldens docs
+gate: lint typecheck test guard fixtures goldens docs
 
 fit: setup
 	OMP_NUM_THREADS=2 $(UV) run --locked lucid-train fit
