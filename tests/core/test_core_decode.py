@@ -271,3 +271,61 @@ def test_mask_rule_reproduces_import_fixture_mask_steps(shared_dir: Path) -> Non
         if e2e is not None:
             masks = assemble_masks(step["proto"], e2e["coeffs"], e2e["boxes_xyxy_input"], input_hw)
             assert torch.equal(_keep_nonempty(masks), e2e["masks_input"]), name
+
+
+def test_classes_filter_before_nms_and_max_det() -> None:
+    """``classes``: an unlisted class neither appears nor suppresses, and max_det counts the listed ones only;
+    single-label keeps an anchor only when its best class is listed (the reference, measured black-box)."""
+    pred = dense(BOXES, PROBS)
+    (det,) = postprocess(pred, task="detect", nc=2, mode="nms", conf=0.25, classes=[1])
+    assert det.labels.tolist() == [1] and det.scores.tolist() == pytest.approx([0.7])
+    (det,) = postprocess(pred, task="detect", nc=2, mode="nms", conf=0.25, classes=[0], max_det=2)
+    assert det.scores.tolist() == pytest.approx([0.9, 0.6])  # 0.7 (class 1) does not take a slot
+    (every,) = postprocess(pred, task="detect", nc=2, mode="nms", conf=0.25, classes=[1, 0])
+    (plain,) = postprocess(pred, task="detect", nc=2, mode="nms", conf=0.25)
+    assert torch.equal(every.boxes, plain.boxes) and torch.equal(every.labels, plain.labels)
+    # anchor 0's second class (0.1) is below conf: filtering to class 1 does not relabel it
+    (low,) = postprocess(pred, task="detect", nc=2, mode="nms", conf=0.05, classes=[1])
+    assert low.scores.tolist() == pytest.approx([0.7])
+
+
+def test_agnostic_nms_suppresses_across_classes_and_keeps_labels() -> None:
+    pred = dense(BOXES, PROBS)
+    (det,) = postprocess(pred, task="detect", nc=2, mode="nms", conf=0.25, agnostic=True)
+    assert det.scores.tolist() == pytest.approx([0.9, 0.6]) and det.labels.tolist() == [0, 0]
+    # classes first: with class 0 gone, its box cannot suppress the class-1 duplicate
+    (det,) = postprocess(pred, task="detect", nc=2, mode="nms", conf=0.25, agnostic=True, classes=[1])
+    assert det.labels.tolist() == [1]
+
+
+def test_topk_classes_restrict_scores_before_selection_and_agnostic_reports_anchors_once() -> None:
+    scores = torch.tensor([[0.9, 0.2], [0.6, 0.5], [0.1, 0.3]])
+    sel = decode_topk(scores, conf=0.05, max_det=2, classes=torch.tensor([1]))
+    assert sel.anchor_idx.tolist() == [1, 2] and sel.labels.tolist() == [
+        1,
+        1,
+    ]  # not the 2 best anchors' pairs
+    assert sel.scores.tolist() == pytest.approx([0.5, 0.3])
+    full = decode_topk(scores, conf=0.05, max_det=3)
+    assert full.anchor_idx.tolist() == [0, 1, 1] and full.labels.tolist() == [0, 0, 1]  # anchor 1 twice
+    agnostic = decode_topk(scores, conf=0.05, max_det=3, agnostic=True)
+    assert agnostic.anchor_idx.tolist() == [0, 1, 2] and agnostic.labels.tolist() == [0, 0, 1]
+    assert agnostic.scores.tolist() == pytest.approx([0.9, 0.6, 0.3])
+
+
+def test_rotated_nms_classes_and_agnostic() -> None:
+    boxes = [[100, 100, 80, 20], [101, 100, 80, 20], [300, 300, 40, 40]]
+    pred = dense(boxes, [[0.9, 0.1], [0.1, 0.8], [0.1, 0.7]], extras=[[0.5], [0.5], [0.0]])
+    (aware,) = postprocess(pred, task="obb", nc=2, mode="nms")
+    (agnostic,) = postprocess(pred, task="obb", nc=2, mode="nms", agnostic=True)
+    (only1,) = postprocess(pred, task="obb", nc=2, mode="nms", agnostic=True, classes=[1])
+    assert len(aware) == 3 and agnostic.scores.tolist() == pytest.approx([0.9, 0.7])
+    assert only1.labels.tolist() == [1, 1] and only1.scores.tolist() == pytest.approx([0.8, 0.7])
+
+
+@pytest.mark.parametrize(
+    ("classes", "message"), [([], "empty"), ([0, 2], r"\[2\] not a class id .* 2 classes"), ([-1], r"\[-1\]")]
+)
+def test_classes_out_of_range_or_empty_is_a_clear_error(classes: list[int], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        postprocess(dense(BOXES, PROBS), task="detect", nc=2, classes=classes)

@@ -238,3 +238,78 @@ def test_predict_with_imported_reference_checkpoints_matches_fixture(shared_dir:
             if "xywhr" in ref:
                 assert det.rboxes is not None
                 torch.testing.assert_close(det.rboxes, ref["xywhr"], atol=box_tol, rtol=0)
+
+
+class FixedColumnsModel(YOLOModel):
+    """Stand-in network: always outputs :data:`COLUMNS` (cx, cy, w, h in input pixels, then 3 class scores)."""
+
+    def forward(self, x: Tensor) -> Any:
+        return torch.tensor(COLUMNS, device=x.device).T[None]
+
+
+# a class-0 box overlapped by a class-1 box (IoU 0.9), a class-2 box alone, a lower class-0 box of the first
+COLUMNS = [
+    [40.0, 40.0, 40.0, 40.0, 0.9, 0.1, 0.1],
+    [41.0, 40.0, 40.0, 40.0, 0.1, 0.8, 0.1],
+    [120.0, 120.0, 30.0, 30.0, 0.1, 0.1, 0.7],
+    [80.0, 120.0, 20.0, 20.0, 0.6, 0.1, 0.1],
+]
+
+
+@pytest.fixture()
+def fixed_columns() -> YOLOModel:
+    model = build_model("yolov8", "detect", "n", num_classes=3)
+    model.__class__ = FixedColumnsModel
+    return model.eval()
+
+
+def test_predict_classes_and_agnostic_nms(fixed_columns: YOLOModel) -> None:
+    """classes= keeps exactly the listed classes' detections; agnostic_nms lets the class-0 box suppress the
+    overlapping class-1 one, and a filtered-out class suppresses nothing."""
+    image = np.zeros((IMGSZ, IMGSZ, 3), dtype=np.uint8)
+    (plain,) = predict(fixed_columns, image, imgsz=IMGSZ)
+    assert plain.labels.tolist() == [0, 1, 2, 0]
+    (only,) = predict(fixed_columns, image, imgsz=IMGSZ, classes=[1, 2])
+    assert torch.equal(only.boxes, plain.boxes[1:3]) and only.labels.tolist() == [1, 2]
+    (agnostic,) = predict(fixed_columns, image, imgsz=IMGSZ, agnostic_nms=True)
+    assert agnostic.labels.tolist() == [0, 2, 0]
+    (agnostic1,) = predict(fixed_columns, image, imgsz=IMGSZ, agnostic_nms=True, classes=[1])
+    assert agnostic1.labels.tolist() == [1]
+    (capped,) = predict(fixed_columns, image, imgsz=IMGSZ, classes=[0], max_det=1)
+    assert capped.scores.tolist() == pytest.approx([0.9])
+    with pytest.raises(ValueError, match=r"classes: \[3\] not a class id"):
+        predict(fixed_columns, image, imgsz=IMGSZ, classes=[3])
+
+
+def test_cli_classes_and_agnostic_nms(
+    fixed_columns: YOLOModel,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import json
+
+    from PIL import Image
+
+    import lucid_core.predict_cli as cli
+
+    save_model(fixed_columns, tmp_path / "w", names=["a", "b", "c"], imgsz=IMGSZ)
+    real_load = cli.load_weights
+
+    def load_fixed(path: Any) -> Any:  # the saved network, answering with COLUMNS
+        ckpt = real_load(path)
+        ckpt.model.__class__ = FixedColumnsModel
+        return ckpt
+
+    monkeypatch.setattr(cli, "load_weights", load_fixed)
+    src = tmp_path / "image.png"
+    Image.fromarray(np.zeros((IMGSZ, IMGSZ, 3), dtype=np.uint8)).save(src)
+    out = tmp_path / "out"
+    base = ["--weights", str(tmp_path / "w"), "--source", str(src), "--output", str(out)]
+    assert main([*base, "--classes", "1", "0", "--agnostic-nms"]) == 0
+    records = json.loads((out / "image.png.json").read_text())["detections"]
+    assert [(rec["label"], rec["name"]) for rec in records] == [(0, "a"), (0, "a")]
+    capsys.readouterr()
+    assert main([*base, "--classes", "0", "7"]) == 2
+    err = capsys.readouterr().err
+    assert "--classes 0 7" in err and "[7] not a class id" in err and "Traceback" not in err

@@ -216,3 +216,19 @@ def test_fit_gives_the_cli_run_directory_and_weights(shapes_yaml: Path, tmp_path
     assert _sha256(run / "best.safetensors") == _sha256(tmp_path / "cli" / "best.safetensors")
     # the trained object continues with the run's weights
     assert model.val(batch=2)["num_images"] == 2
+
+
+def test_predict_classes_and_agnostic_nms_reach_predict_and_lucid_predict(
+    shapes_yaml: Path, tmp_path: Path
+) -> None:
+    images = shapes_yaml.parent / "images" / "val"
+    model = YOLO("yolov8n")
+    plain = model.predict(images, imgsz=TINY_IMGSZ, conf=0.0, max_det=5)
+    seen = int(plain[0].labels[0])  # a class the (random) network does report
+    options = {"imgsz": TINY_IMGSZ, "conf": 0.0, "max_det": 5, "classes": [seen], "agnostic_nms": True}
+    detections = model.predict(images, output=tmp_path / "facade", **options)  # type: ignore[arg-type]
+    assert all(set(d.labels.tolist()) == {seen} for d in detections if len(d))
+    assert len(detections[0]) > 0
+    for file, det in zip(sorted(p for p in images.iterdir() if p.is_file()), detections, strict=True):
+        written = json.loads((tmp_path / "facade" / f"{file.name}.json").read_text())["detections"]
+        assert [d["label"] for d in written] == det.labels.tolist()

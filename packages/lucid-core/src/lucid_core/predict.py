@@ -35,6 +35,7 @@ from torchvision.io import ImageReadMode, decode_image
 from lucid_core.allocator import tune_glibc_malloc
 from lucid_core.checkpoint import checkpoint_paths, load_weights, pending_weights_path
 from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF, postprocess
+from lucid_core.decode.selection import class_filter
 from lucid_core.geometry.letterbox import (
     LetterboxInfo,
     letterbox,
@@ -313,6 +314,8 @@ def predict(
     device: str | torch.device | None = None,
     decode: DecodeChoice = None,
     retina_masks: bool = False,
+    classes: Sequence[int] | None = None,
+    agnostic_nms: bool = False,
 ) -> list[Detections]:
     """Detect objects in ``images``; one :class:`Detections` per image, in original-image pixels, on the CPU.
 
@@ -323,6 +326,9 @@ def predict(
     (YOLO26's NMS-free one-to-one branch).
     ``retina_masks``: segment masks computed at the original resolution (the reference's ``retina_masks=True``)
     instead of at the input size and then resized (fixture README "import_yolo26n-seg-shapes.pt").
+    ``classes``: keep only these class ids (filtered before NMS and ``max_det``, as the reference's ``classes=``);
+    ``agnostic_nms``: class-agnostic NMS (top-k: one class per anchor), the reference's ``agnostic_nms=``. Both
+    decoders follow the reference's results for these two arguments (measured black-box, docs/INFERENCE.md).
     """
     if isinstance(model_or_path, str | os.PathLike):
         model = weights_for_predict(model_or_path)
@@ -346,6 +352,8 @@ def predict(
         max_det=max_det,
         device=device,
         retina_masks=retina_masks,
+        classes=classes,
+        agnostic_nms=agnostic_nms,
     )
 
 
@@ -360,6 +368,8 @@ def predict_prepared(
     max_det: int = DEFAULT_MAX_DET,
     device: str | torch.device = "cpu",
     retina_masks: bool = False,
+    classes: Sequence[int] | None = None,
+    agnostic_nms: bool = False,
 ) -> list[Detections]:
     """:func:`predict` with a model already made ready by :func:`prepare_inference_model` (reused across calls).
 
@@ -369,6 +379,7 @@ def predict_prepared(
     times both). ``LUCID_MALLOC_TUNING=0`` or the user's own ``MALLOC_*`` settings leave malloc alone.
     """
     tune_glibc_malloc()
+    class_filter(classes, net.num_classes, torch.device("cpu"))  # a bad list fails before any image is read
     stride = max(net.strides)
     memory_format = torch.channels_last if _wants_channels_last(net) else torch.contiguous_format
     results: list[Detections] = []
@@ -391,6 +402,8 @@ def predict_prepared(
             kpt_shape=net.kpt_shape,
             input_hw=info.input_hw,
             retina_letterbox=info if retina_masks else None,
+            classes=classes,
+            agnostic=agnostic_nms,
         )
         results.append(_to_original(det.to("cpu"), info, masks_in_original=retina_masks))
     return results

@@ -34,6 +34,7 @@ from lucid_core.atomic import atomic_write_json
 from lucid_core.checkpoint import load_weights
 from lucid_core.cli_errors import UsageError, refuse_overwrite, run_cli
 from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
+from lucid_core.decode.selection import class_filter
 from lucid_core.geometry.rotated import rboxes_to_polygons
 from lucid_core.predict import (
     IMAGE_SUFFIXES,
@@ -162,6 +163,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--decode", choices=("nms", "topk"), default=None, help="override the family's decoder"
     )
+    parser.add_argument(
+        "--classes",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="ID",
+        help="keep only these class ids (filtered before NMS and --max-det, as the reference's classes=)",
+    )
+    parser.add_argument(
+        "--agnostic-nms",
+        action="store_true",
+        help="class-agnostic NMS: boxes of different classes suppress each other (top-k: one class per anchor)",
+    )
     return parser
 
 
@@ -176,6 +190,10 @@ def _run(args: argparse.Namespace) -> int:
     ckpt = load_weights(args.weights)
     imgsz = int(args.imgsz or ckpt.imgsz)
     device = torch.device(args.device)
+    try:
+        class_filter(args.classes, ckpt.model.num_classes, torch.device("cpu"))
+    except ValueError as exc:
+        raise UsageError(f"--classes {' '.join(map(str, args.classes))}: {exc}") from None
     net, mode = prepare_inference_model(ckpt.model, decode=args.decode, device=device)
     files = list_images(args.source)
     if not files:
@@ -204,6 +222,8 @@ def _run(args: argparse.Namespace) -> int:
             iou=args.iou,
             max_det=args.max_det,
             device=device,
+            classes=args.classes,
+            agnostic_nms=args.agnostic_nms,
         )
         payload = {
             "image": str(path),

@@ -312,12 +312,15 @@ class YOLO:
         max_det: int | None = None,
         device: str = "cpu",
         decode: str | None = None,
+        classes: Sequence[int] | None = None,
+        agnostic_nms: bool = False,
     ) -> list[Any]:
         """Detections (``lucid_core.Detections``, original-image pixels) of each image of ``source``.
 
         ``source``: an image file, a folder (its image files, as ``lucid-predict``), or images
         ``lucid_core.predict`` accepts (arrays, tensors, PIL images). ``imgsz`` defaults to the weights'. With
-        ``output`` the per-image JSON files are written by ``lucid-predict`` itself. Example::
+        ``output`` the per-image JSON files are written by ``lucid-predict`` itself. ``classes`` /
+        ``agnostic_nms``: keep only those class ids / class-agnostic NMS (``lucid_core.predict``). Example::
 
             YOLO("runs/train/best").predict("images/", output="runs/predict")
             # lucid-predict --weights runs/train/best --source images/ --output runs/predict
@@ -335,7 +338,18 @@ class YOLO:
         images: Any = source
         if isinstance(source, str | os.PathLike):
             images = list_image_files(source)
-        detections = predict(model, images, imgsz=size, device=device, decode=decode, **values)  # type: ignore[arg-type]
+        detections = predict(
+            model,
+            images,
+            imgsz=size,
+            conf=float(values["conf"]),
+            iou=float(values["iou"]),
+            max_det=int(values["max_det"]),
+            device=device,
+            decode=decode,  # type: ignore[arg-type]
+            classes=classes,
+            agnostic_nms=agnostic_nms,
+        )
         if output is not None:
             if not isinstance(source, str | os.PathLike):
                 raise TypeError(
@@ -354,6 +368,8 @@ class YOLO:
             argv += ["--imgsz", str(size), "--conf", str(values["conf"]), "--iou", str(values["iou"])]
             argv += ["--max-det", str(values["max_det"]), "--device", device]
             argv += ["--decode", decode] if decode is not None else []
+            argv += ["--classes", *map(str, classes)] if classes is not None else []
+            argv += ["--agnostic-nms"] if agnostic_nms else []
             if predict_cli(argv) != 0:
                 raise TrainingSetupError(
                     f"YOLO.predict: lucid-predict wrote nothing for {source} (see above)"

@@ -27,11 +27,16 @@ def decode_nms(
     max_det: int = 300,
     multi_label: bool = False,
     max_candidates: int = MAX_CANDIDATES,
+    classes: Tensor | None = None,
+    agnostic: bool = False,
 ) -> Selection:
     """Select anchors of one image: ``boxes_xyxy`` ``(A, 4)`` pixels, ``scores`` ``(A, nc)`` probabilities.
 
     ``multi_label=True`` lets one anchor contribute every class above ``conf`` (each pair is an NMS candidate).
-    At most ``max_candidates`` highest-scoring candidates enter NMS.
+    At most ``max_candidates`` highest-scoring candidates enter NMS. ``classes`` (int64 ids): only candidates of
+    those classes enter NMS, so an unlisted class never suppresses a listed one, and ``max_det`` counts the kept
+    ones. ``agnostic=True``: class-agnostic NMS (boxes of different classes suppress each other; each keeps its
+    label), the reference's ``agnostic_nms``.
     """
     if boxes_xyxy.ndim != 2 or boxes_xyxy.shape[1] != 4:
         raise ValueError(f"decode_nms: boxes must be (A, 4), got {tuple(boxes_xyxy.shape)}")
@@ -39,10 +44,12 @@ def decode_nms(
         raise ValueError(
             f"decode_nms: scores must be (A, nc) with A={boxes_xyxy.shape[0]}, got {tuple(scores.shape)}"
         )
-    cand = sort_and_cap(candidates_above(scores, conf, multi_label=multi_label), max_candidates)
+    cand = sort_and_cap(
+        candidates_above(scores, conf, multi_label=multi_label, classes=classes), max_candidates
+    )
     if len(cand) == 0:
         return cand
     boxes = boxes_xyxy[cand.anchor_idx].float()
-    offset_boxes = boxes + cand.labels[:, None].to(boxes.dtype) * CLASS_OFFSET_PX
+    offset_boxes = boxes if agnostic else boxes + cand.labels[:, None].to(boxes.dtype) * CLASS_OFFSET_PX
     keep = torchvision.ops.nms(offset_boxes, cand.scores.float(), iou)[:max_det]
     return Selection(cand.anchor_idx[keep], cand.scores[keep], cand.labels[keep])

@@ -11,6 +11,7 @@ NMS for obb). Keypoints are passed through unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import torch
@@ -19,7 +20,7 @@ from torch import Tensor
 from lucid_core.decode.masks import assemble_masks, assemble_masks_retina
 from lucid_core.decode.nms import decode_nms
 from lucid_core.decode.rotated_nms import decode_rotated_nms
-from lucid_core.decode.selection import Selection
+from lucid_core.decode.selection import Selection, class_filter
 from lucid_core.decode.topk import decode_topk
 from lucid_core.geometry.boxes import xywh_to_xyxy
 from lucid_core.geometry.letterbox import LetterboxInfo, scale_boxes_back
@@ -76,11 +77,17 @@ def postprocess(
     input_hw: tuple[int, int] | None = None,
     multi_label: bool = False,
     retina_letterbox: LetterboxInfo | None = None,
+    classes: Sequence[int] | Tensor | None = None,
+    agnostic: bool = False,
 ) -> list[Detections]:
     """Decode ``pred`` ``(B, 4 + nc + extra, A)`` into one :class:`Detections` per image, in input pixels.
 
     ``pred`` may also be the ``(pred, proto)`` pair a segment model returns. ``input_hw`` (needed for masks)
     defaults to 4 × the prototype size. ``multi_label`` applies to NMS only.
+
+    ``classes``: keep only detections of these class ids (the reference's ``classes=``: filtered before NMS and
+    ``max_det``, and before top-k's selection); ``agnostic``: class-agnostic NMS, or one class per anchor in
+    top-k (the reference's ``agnostic_nms=``). An empty list or an id outside ``0 .. nc-1`` is a ValueError.
 
     Segment masks follow the reference predictor (``lucid_core.decode.masks``): detections whose mask is empty
     are dropped. Masks are (N, H, W) at the input size, or — with ``retina_letterbox`` (one image per call, the
@@ -95,6 +102,7 @@ def postprocess(
     if pred.ndim != 3:
         raise ValueError(f"postprocess: pred must be (B, 4 + nc + extra, A), got {tuple(pred.shape)}")
     extra = _extra_rows(task, nc, int(pred.shape[1]), kpt_shape, proto)
+    class_ids = class_filter(classes, nc, pred.device)
     if retina_letterbox is not None and pred.shape[0] != 1:
         raise ValueError(f"postprocess: retina_letterbox describes one image, got a batch of {pred.shape[0]}")
     if task == "pose" and kpt_shape is None:
@@ -114,13 +122,29 @@ def postprocess(
         boxes = rboxes_to_xyxy(rboxes) if rboxes is not None else xywh_to_xyxy(columns[:, :4])
         sel: Selection
         if mode == "topk":
-            sel = decode_topk(scores, conf=conf, max_det=max_det)
+            sel = decode_topk(scores, conf=conf, max_det=max_det, classes=class_ids, agnostic=agnostic)
         elif rboxes is not None:
             sel = decode_rotated_nms(
-                rboxes, scores, conf=conf, iou=iou, max_det=max_det, multi_label=multi_label
+                rboxes,
+                scores,
+                conf=conf,
+                iou=iou,
+                max_det=max_det,
+                multi_label=multi_label,
+                classes=class_ids,
+                agnostic=agnostic,
             )
         else:
-            sel = decode_nms(boxes, scores, conf=conf, iou=iou, max_det=max_det, multi_label=multi_label)
+            sel = decode_nms(
+                boxes,
+                scores,
+                conf=conf,
+                iou=iou,
+                max_det=max_det,
+                multi_label=multi_label,
+                classes=class_ids,
+                agnostic=agnostic,
+            )
         det = Detections(
             boxes=boxes[sel.anchor_idx].float(),
             scores=sel.scores.float(),

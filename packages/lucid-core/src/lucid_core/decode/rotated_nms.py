@@ -48,12 +48,18 @@ def decode_rotated_nms(
     max_det: int = 300,
     multi_label: bool = False,
     max_candidates: int = MAX_CANDIDATES,
+    classes: Tensor | None = None,
+    agnostic: bool = False,
 ) -> Selection:
-    """Select anchors of one image: ``rboxes`` ``(A, 5)``, ``scores`` ``(A, nc)`` probabilities."""
+    """Select anchors of one image: ``rboxes`` ``(A, 5)``, ``scores`` ``(A, nc)`` probabilities; ``classes`` and
+    ``agnostic`` as in :func:`lucid_core.decode.nms.decode_nms`."""
     if rboxes.ndim != 2 or rboxes.shape[1] != 5:
         raise ValueError(f"decode_rotated_nms: rboxes must be (A, 5), got {tuple(rboxes.shape)}")
-    cand = sort_and_cap(candidates_above(scores, conf, multi_label=multi_label), max_candidates)
+    cand = sort_and_cap(
+        candidates_above(scores, conf, multi_label=multi_label, classes=classes), max_candidates
+    )
     if len(cand) == 0:
         return cand
-    keep = rotated_nms(rboxes[cand.anchor_idx], cand.scores, iou, labels=cand.labels)[:max_det]
+    labels = None if agnostic else cand.labels
+    keep = rotated_nms(rboxes[cand.anchor_idx], cand.scores, iou, labels=labels)[:max_det]
     return Selection(cand.anchor_idx[keep], cand.scores[keep], cand.labels[keep])
