@@ -48,7 +48,7 @@ from lucid_data.augment import AugmentConfig, AugmentPipeline
 from lucid_data.cache import CacheTooLargeError, RamImageCache, RecentDecodes
 from lucid_data.collate import collate
 from lucid_data.dataset import DetectionDataset, ExcludedImage, SampleKey
-from lucid_data.opencv_threads import fork_safe_parent, single_threaded_worker  # also installs the fork hooks
+from lucid_data.opencv_threads import single_threaded_worker  # also installs the fork hooks
 from lucid_data.synth import synthesize
 
 __all__ += [
@@ -61,7 +61,6 @@ __all__ += [
     "RecentDecodes",
     "SampleKey",
     "collate",
-    "fork_safe_parent",
     "single_threaded_worker",
     "synthesize",
 ]

@@ -43,11 +43,11 @@ from lucid_data.augment.pipeline import AugmentConfig, AugmentPipeline
 from lucid_data.cache import DEFAULT_DECODE_BUFFER_MIB, DEFAULT_MAX_FRACTION, RamImageCache, RecentDecodes
 from lucid_data.imageio import CorruptImageError, image_size, load_image, verify_image
 from lucid_data.masks import instance_masks, resample_polygons, segment_masks
-from lucid_data.opencv_threads import fork_safe_parent, single_threaded_worker
+from lucid_data.opencv_threads import single_threaded_worker
 from lucid_data.records import DatasetSource, ImageRecord, Task
 from lucid_data.targets import Targets
 
-__all__ = ["DetectionDataset", "ExcludedImage", "fork_safe_parent", "single_threaded_worker"]
+__all__ = ["DetectionDataset", "ExcludedImage", "single_threaded_worker"]
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import os
 
 import cv2
 
-__all__ = ["fork_safe_parent", "install_fork_hooks", "single_threaded_worker"]
+__all__ = ["install_fork_hooks", "single_threaded_worker"]
 
 _saved_threads: list[int] = []
 _installed = False
@@ -61,15 +61,6 @@ def single_threaded_worker(worker_id: int) -> None:
     start a thread pool per worker, and on a small machine those threads take cores from the training step's own
     threads (oversubscription). A forked worker already starts with one thread (:func:`install_fork_hooks`); this
     also covers workers started by ``spawn`` / ``forkserver``. Pixel work is identical whatever the thread count.
-    """
-    cv2.setNumThreads(1)
-
-
-def fork_safe_parent() -> None:
-    """OpenCV single-threaded in this process from now on.
-
-    Kept for callers of 0.1, which needed it before forking DataLoader workers; the fork hooks
-    (:func:`install_fork_hooks`) now make every fork safe without giving up the parent's threads.
     """
     cv2.setNumThreads(1)
 
