@@ -5,8 +5,10 @@ Dataset: `../shared/data/coco8` (train split, 4 COCO images; issue 5). Measured 
 - decode-only: `lucid_data.load_image` of the dataset's files (the floor any pipeline pays without a cache);
 - augmented (default `AugmentConfig`: mosaic 1.0, affine, HSV, flip) through `DetectionDataset`: uncached (the
   default, which reuses a process's recent decodes, `lucid_data.cache.RecentDecodes`, with the share of loads it
-  answered), decoding every load (`decode_buffer_mib=0`) and with `cache="ram"`; in-process (0 workers) and
-  through a `DataLoader` with 1 and 2 workers (throughput per worker);
+  answered), decoding every load (`decode_buffer_mib=0`), with `cache="ram"`, and with `cache="ram"` and HSV
+  deferred to the training device (`--data.device_hsv`, a GPU option: the pipeline's share without the HSV
+  transform, then `augment_hsv_batch`'s cost per sample on this CPU); in-process (0 workers) and through a
+  `DataLoader` with 1 and 2 workers (throughput per worker);
 - the first augmented line runs before `lucid_core.allocator.tune_glibc_malloc` (glibc's default thresholds, a
   fresh page for every big array of every sample), every later one after it, as `YOLODataModule` runs training;
 - all with one OpenCV/torch thread per process, so the numbers are per core;
@@ -98,6 +100,27 @@ def through_loader(ds: DetectionDataset, samples: int, workers: int, batch_size:
     return _rate(done, time.perf_counter() - start)
 
 
+def device_hsv_cpu_cost(ds: DetectionDataset, rates: dict[str, float], batch: int = 8) -> None:
+    """The deferred-HSV line's missing work, timed here: `augment_hsv_batch` on a collated batch of its samples on
+    this CPU (where `--data.device_hsv` is not used), per sample, beside the in-process lines' per-sample times."""
+    from lucid_data.augment.hsv_torch import augment_hsv_batch
+
+    ds.set_epoch(0)
+    samples = collate([ds[i % len(ds)] for i in range(batch)])
+    augment_hsv_batch(samples["images"], samples["hsv_gains"])
+    repeats = 5
+    start = time.perf_counter()
+    for _ in range(repeats):
+        augment_hsv_batch(samples["images"], samples["hsv_gains"])
+    per_sample = (time.perf_counter() - start) / (repeats * batch) * 1e3
+    deferred, cached = rates.get("cached + device HSV"), rates.get("cached")
+    if deferred and cached:
+        print(
+            f"HSV deferred: {1e3 / deferred:.2f} ms per sample in the pipeline against {1e3 / cached:.2f} ms cached; "
+            f"augment_hsv_batch on this CPU {per_sample:.2f} ms per sample (bs{batch}; on a GPU it runs there)"
+        )
+
+
 def compare_libs(image: np.ndarray, repeats: int = 30) -> None:
     import cv2
     from PIL import Image
@@ -180,6 +203,11 @@ def main() -> None:
         ("uncached", {}),  # the default: recent decodes reused (lucid_data.cache.RecentDecodes)
         ("decode every load", {"decode_buffer_mib": 0}),
         ("cached", {"cache": "ram"}),
+        # `--data.device_hsv`: the same samples without their HSV transform, which the training module applies
+        # to the whole batch on the GPU (`augment_hsv_batch`); a GPU-only option (on a CPU run the workers keep
+        # HSV), so this is the input pipeline's share only, and `device_hsv_cpu_cost` prints what it would
+        # cost on this CPU instead
+        ("cached + device HSV", {"cache": "ram", "defer_hsv": True}),
     )
     reused = ""
     datasets = {}
@@ -236,6 +264,8 @@ def main() -> None:
             print(f"data mosaic@{args.imgsz}: median ours/reference of {args.pairs} pairs: {summary}")
         # ours: this whole process (every line above, the RAM cache included); the reference: its runs
         print_peak_rss(f"peak RSS, data mosaic@{args.imgsz}", peak_rss_mib(), references)
+    # last: its (B, 3, 640, 640) int64 intermediates would otherwise count in the pipeline's peak RSS above
+    device_hsv_cpu_cost(datasets["cached + device HSV"], in_process_rates)
 
 
 if __name__ == "__main__":
