@@ -67,6 +67,19 @@ def test_unreadable_config_is_one_paragraph_error(
     assert str(config) in err and "expected" in err and "\n" not in err
 
 
+@pytest.mark.parametrize(("flag", "value"), [("--model.compile", "maybe"), ("--trainer.max_epochs", "x")])
+def test_unparsable_flag_value_is_the_error_without_the_usage(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The error names the key and the value and points at --help; the ~90-line usage is not printed first."""
+    with pytest.raises(SystemExit) as exited:  # the parser's exit, as the console script ends
+        main(["fit", flag, value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage:" not in err and len(err.splitlines()) <= 12, err
+    assert f'"{flag[2:]}"' in err and value in err and "fit --help" in err
+
+
 def test_class_count_mismatch_between_weights_and_data_reinitialises_the_head(
     shapes_yaml: Path, tmp_path: Path
 ) -> None:

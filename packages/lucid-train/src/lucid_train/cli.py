@@ -115,6 +115,15 @@ class _ToPlain:
         return dict(vars(self.cls(**mapping)))
 
 
+class LucidArgumentParser(LightningArgumentParser):
+    """LightningCLI's parser without the usage dump on an error: a flag whose value does not parse
+    (``--model.compile maybe``) ends in jsonargparse's tip (``lucid-train fit --help``) and the error naming the key
+    and the value, instead of ~90 lines of usage that push them off the screen. ``--help`` is unchanged."""
+
+    def print_usage(self, file: Any = None) -> None:
+        return None  # jsonargparse's error() is its only caller here; the tip it prints next names --help
+
+
 class LucidTrainCLI(LightningCLI):
     """LightningCLI with the recipe groups and data → model links (see the module docstring)."""
 
@@ -317,6 +326,7 @@ def build_cli(args: list[str] | None = None, *, run: bool = True) -> LucidTrainC
         trainer_defaults={**TRAINER_DEFAULTS, "callbacks": [EpochStateCallback(), RunArtifacts()]},
         seed_everything_default=0,
         auto_configure_optimizers=False,
+        parser_class=LucidArgumentParser,
         save_config_callback=RunDirConfig,  # config.yaml in the run directory, not in a logger's folder
         save_config_kwargs={"overwrite": True, "save_to_log_dir": False},
         args=with_logger_save_dir(args) if args is not None else None,
