@@ -114,11 +114,15 @@ def device_hsv_cpu_cost(ds: DetectionDataset, rates: dict[str, float], batch: in
         augment_hsv_batch(samples["images"], samples["hsv_gains"])
     per_sample = (time.perf_counter() - start) / (repeats * batch) * 1e3
     deferred, cached = rates.get("cached + device HSV"), rates.get("cached")
-    if deferred and cached:
-        print(
-            f"HSV deferred: {1e3 / deferred:.2f} ms per sample in the pipeline against {1e3 / cached:.2f} ms cached; "
-            f"augment_hsv_batch on this CPU {per_sample:.2f} ms per sample (bs{batch}; on a GPU it runs there)"
-        )
+    pipeline = (
+        f"{1e3 / deferred:.2f} ms per sample in the pipeline against {1e3 / cached:.2f} ms cached; "
+        if deferred and cached
+        else ""
+    )
+    print(
+        f"HSV deferred: {pipeline}augment_hsv_batch on this CPU {per_sample:.2f} ms per sample "
+        f"(bs{batch}; on a GPU it runs there)"
+    )
 
 
 def compare_libs(image: np.ndarray, repeats: int = 30) -> None:
