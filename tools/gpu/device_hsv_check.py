@@ -9,12 +9,14 @@ samples without their HSV round trip. The other side needs a CUDA device, and th
    through ``augment_hsv_batch`` on the device must equal the worker batch byte for byte (``IMGSZ`` is a multiple
    of OpenCV's row block, so the whole row takes its vector path: ``lucid_data.augment.hsv_torch``);
 2. cost: CUDA-event medians of ``augment_hsv_batch`` on one such uint8 batch and of a yolo26 n training step on it
-   (fp16 autocast forward and objective, GradScaler backward, SGD step: the reference's default GPU precision);
+   (as the training module runs ``16-mixed``, the reference's default GPU precision: fp16 autocast forward with
+   BatchNorm in float32, the objective in float32, GradScaler backward, SGD step);
    the HSV's share of the step must stay under ``MAX_STEP_SHARE``;
 3. pipeline: the in-process samples/s of both datasets with one OpenCV thread (as a DataLoader worker runs), and
    the CPU time per sample the deferral saves, beside the device time per sample it adds.
 
-Usage: ``python tools/gpu/device_hsv_check.py`` (about a minute on an H100; exit 1 when a byte differs or the
+Usage: ``python tools/gpu/device_hsv_check.py`` (``uv run`` in the workspace; with a bare interpreter it puts the
+packages' sources on ``sys.path``; about a minute on an H100; exit 1 when a byte differs or the
 share is over the bound, 2 without CUDA). ``DEVICE_HSV_CHECK_SMOKE=1`` runs the same plumbing on the CPU at toy
 sizes (bytes checked, the share only printed), which is how the test suite runs it.
 """
@@ -32,6 +34,12 @@ from typing import Any
 
 import torch
 
+ROOT = Path(__file__).resolve().parents[2]
+try:  # the workspace venv; on a bare device machine, the packages' sources (as tools/gpu/check.sh sets them)
+    import lucid_train  # noqa: F401
+except ImportError:
+    sys.path[:0] = [str(ROOT / "packages" / p / "src") for p in ("lucid-core", "lucid-data", "lucid-train")]
+
 #: DEVICE_HSV_CHECK_SMOKE=1: the same plumbing on the CPU at toy sizes, to test this script
 SMOKE = os.environ.get("DEVICE_HSV_CHECK_SMOKE") == "1"
 BATCH = 2 if SMOKE else 16
@@ -41,7 +49,7 @@ TIMED = 2 if SMOKE else 20
 PIPELINE_SAMPLES = 8 if SMOKE else 96
 #: the device HSV may take at most this share of one training step
 MAX_STEP_SHARE = 0.05
-COCO8 = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "coco8" / "coco8.yaml"
+COCO8 = ROOT.parent / "shared" / "data" / "coco8" / "coco8.yaml"
 
 
 def _source(workdir: Path) -> Path:
@@ -111,12 +119,15 @@ def time_device_hsv(batch: dict[str, Any], device: torch.device) -> float:
 
 
 def time_training_step(batch: dict[str, Any], device: torch.device) -> float:
-    """Median ms of a yolo26 n step on the batch: fp16 autocast forward + objective, scaled backward, SGD step."""
+    """Median ms of a yolo26 n step on the batch as the training module runs it under ``16-mixed``: fp16 autocast
+    forward with BatchNorm in float32, the objective in float32 outside autocast, scaled backward, SGD step."""
     from lucid_core.loss import build_objective
     from lucid_core.models import build_model
+    from lucid_train.precision import float32_output, keep_batchnorm_float32
 
     torch.manual_seed(0)
     model = build_model("yolo26", "detect", "n", num_classes=80).to(device).train()
+    keep_batchnorm_float32(model)
     objective = build_objective(model)
     data = {k: batch[k].to(device) for k in ("batch_idx", "cls", "bboxes")}
     images = batch["images"].to(device)
@@ -126,7 +137,8 @@ def time_training_step(batch: dict[str, Any], device: torch.device) -> float:
 
     def step() -> None:
         with torch.autocast(device.type, dtype=torch.float16, enabled=amp):
-            total, _ = objective(model(images.float() / 255.0), data)
+            output = model(images.float() / 255.0)
+        total, _ = objective(float32_output(output), data)
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(total).backward()
         scaler.step(optimizer)
