@@ -29,7 +29,7 @@ import lucid_core
 import lucid_data
 import lucid_train
 import lucid_viz.grid
-from lucid_core.predict import load_image_rgb
+from lucid_core.inference import load_image_rgb
 from lucid_train.callbacks import default_callbacks
 from lucid_viz.figures import save_figure
 

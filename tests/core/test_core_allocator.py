@@ -83,7 +83,7 @@ import resource, sys
 import torch
 from lucid_core import allocator
 from lucid_core.models import build_model
-from lucid_core.predict import predict
+from lucid_core.inference import predict
 torch.set_num_threads(1)
 model = build_model("yolov8", "detect", "n", num_classes=3).eval()
 image = torch.randint(0, 256, (3, 480, 640), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))

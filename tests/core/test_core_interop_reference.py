@@ -24,7 +24,7 @@ from lucid_core.interop import CheckpointImportError, import_checkpoint, import_
 from lucid_core.interop.reference import read_reference_checkpoint
 from lucid_core.interop.unpickler import StandInModule
 from lucid_core.models import YOLOModel
-from lucid_core.predict import predict
+from lucid_core.inference import predict
 
 pytestmark = pytest.mark.shared
 

@@ -15,7 +15,7 @@ import torch
 
 from lucid_core.interop import import_checkpoint
 from lucid_core.models import YOLOModel
-from lucid_core.predict import predict
+from lucid_core.inference import predict
 
 pytestmark = pytest.mark.shared
 
@@ -58,11 +58,9 @@ def test_eval_outputs_and_prototypes_match(imported: dict[str, Any]) -> None:
     fixture = imported["fixture"]
     nc = int(fixture["checkpoint"]["nc"])
     model.eval()
-    if model.end2end:
-        model.head.decode_branch = "one2many"  # output_unfused is the one-to-many branch
     for name, case in fixture["cases"].items():
         with torch.no_grad():
-            out = model(case["input_uint8"].float() / 255)
+            out = model(case["input_uint8"].float() / 255, branch="one2many")  # output_unfused: one-to-many
         assert isinstance(out, tuple), name
         pred, proto = out
         ref = case["output_unfused"]

@@ -15,7 +15,7 @@ import torch
 from lucid_core.checkpoint import CheckpointError, load_checkpoint, load_weights, save_model
 from lucid_core.interop.cli import main as convert_main
 from lucid_core.models import build_model
-from lucid_core.predict import predict
+from lucid_core.inference import predict
 from lucid_core.predict_cli import main as predict_main
 
 IMGSZ = 160

@@ -120,12 +120,12 @@ def test_yolo26_decode_branch_selects_the_branch(models: dict[tuple[str, str], Y
         model.head.one2one_cv3[0][-1].bias.add_(3.0)  # type: ignore[index]
         model.eval()
         x = torch.rand(1, 3, H, W)
-        one2one = model(x)
-        model.head.decode_branch = "one2many"
-        one2many = model(x)
-        model.head.decode_branch = "one2one"
+        default = model(x)
+        one2one = model(x, branch="one2one")
+        one2many = model(x, branch="one2many")
         model.head.one2one_cv3[0][-1].bias.sub_(3.0)  # type: ignore[index]
     assert isinstance(one2one, torch.Tensor) and isinstance(one2many, torch.Tensor)
+    assert isinstance(default, torch.Tensor) and torch.equal(default, one2one)
     assert bool((one2one[:, 4:, :96] > one2many[:, 4:, :96]).all())
 
 

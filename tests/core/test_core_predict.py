@@ -15,7 +15,7 @@ from lucid_core.checkpoint import save_model
 from lucid_core.decode import postprocess
 from lucid_core.geometry.letterbox import letterbox, letterbox_geometry, scale_boxes_back
 from lucid_core.models import YOLOModel, build_model
-from lucid_core.predict import ImageLoadError, as_rgb_tensor, load_image_rgb, predict, prepare_inference_model
+from lucid_core.inference import ImageLoadError, as_rgb_tensor, load_image_rgb, predict, prepare_inference_model
 from lucid_core.predict_cli import main, mask_to_rle
 
 IMGSZ = 160  # small inputs keep these tests fast; the pipeline is size-independent
@@ -75,7 +75,7 @@ def test_predict_on_bus_returns_boxes_inside_the_image(yolo26n: YOLOModel, share
     assert mode == "topk" and prepare_inference_model(yolo26n)[1] == "nms"  # the reference's default
     padded, info = letterbox(load_image_rgb(path), IMGSZ, auto=True)
     with torch.no_grad():
-        out = net(padded[None].float() / 255)
+        out = net(padded[None].float() / 255, branch="one2one")
     (ref,) = postprocess(out, task="detect", nc=3, mode="topk")  # type: ignore[arg-type]
     torch.testing.assert_close(det.boxes, scale_boxes_back(ref.boxes, info))
     # decode="nms" switches to the one-to-many branch + NMS: no two same-class boxes overlap above 0.7 in the
@@ -83,7 +83,7 @@ def test_predict_on_bus_returns_boxes_inside_the_image(yolo26n: YOLOModel, share
     (nms,) = predict(yolo26n, path, imgsz=IMGSZ, decode="nms")
     net_nms, _ = prepare_inference_model(yolo26n, decode="nms")
     with torch.no_grad():
-        out_nms = net_nms(padded[None].float() / 255)
+        out_nms = net_nms(padded[None].float() / 255, branch="one2many")
     (ref_nms,) = postprocess(out_nms, task="detect", nc=3, mode="nms")  # type: ignore[arg-type]
     torch.testing.assert_close(nms.boxes, scale_boxes_back(ref_nms.boxes, info))
     import torchvision
@@ -163,12 +163,11 @@ def test_task_outputs_come_back_in_original_pixels(task: str, options: dict[str,
 
 def test_prepared_model_is_a_fused_copy(yolo26n: YOLOModel) -> None:
     net, mode = prepare_inference_model(yolo26n, decode="nms")
-    assert mode == "nms" and net.head.decode_branch == "one2many" and not net.training
+    assert mode == "nms" and not net.training
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())
     assert any(
         isinstance(m, torch.nn.BatchNorm2d) for m in yolo26n.modules()
     )  # the caller's model is untouched
-    assert yolo26n.head.decode_branch == "one2one"
 
 
 def test_mask_rle_is_column_major_and_starts_with_zeros() -> None:

@@ -11,9 +11,9 @@ import torch
 
 from lucid_core.checkpoint import CheckpointError, save_model
 from lucid_core.models import build_model
-from lucid_core.predict import cached_inference_model, parameter_signature, predict
+from lucid_core.inference import cached_inference_model, parameter_signature, predict
 
-predict_module = importlib.import_module("lucid_core.predict")  # the package exports a function of that name
+predict_module = importlib.import_module("lucid_core.inference")  # the package exports a function of that name
 
 
 def _image() -> torch.Tensor:

@@ -30,12 +30,12 @@ def test_import_is_light_and_predict_stays_the_function() -> None:
     code = (
         "import sys, lucid_core\n"
         "heavy = [m for m in ('torch', 'lightning', 'matplotlib') if m in sys.modules]\n"
-        "import lucid_core.predict\n"
-        "from lucid_core.predict import predict_prepared\n"
+        "import lucid_core.inference\n"
+        "from lucid_core.inference import predict_prepared\n"
         "print(heavy, callable(lucid_core.predict), lucid_core.predict.__module__)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["[]", "True", "lucid_core.predict"]
+    assert out.split() == ["[]", "True", "lucid_core.inference"]
 
 
 def test_readme_example_uses_top_level_names_and_runs(

@@ -67,7 +67,7 @@ def test_core_wheel_imports_in_fresh_venv(core_wheel: Path, tmp_path: Path) -> N
         "        raise SystemExit(m + ' is installed in the core-only venv')\n"
         "import numpy as np\n"
         "from lucid_core.models import build_model\n"
-        "from lucid_core.predict import predict\n"
+        "from lucid_core.inference import predict\n"
         "model = build_model('yolo26', 'detect', 'n', num_classes=3)\n"
         "(det,) = predict(model, [np.full((50, 70, 3), 114, np.uint8)], imgsz=64, conf=0.0)\n"
         "assert det.boxes.shape[1] == 4 and bool((det.boxes[:, 2] <= 70).all())\n"

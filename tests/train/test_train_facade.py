@@ -124,9 +124,7 @@ def test_repeated_predict_calls_load_and_prepare_the_weights_once(
         build_model("yolov8", "detect", "n", num_classes=2), tmp_path / "w", names=["a", "b"], imgsz=96
     )
     checkpoints = importlib.import_module("lucid_core.checkpoint")
-    predicting = importlib.import_module(
-        "lucid_core.predict"
-    )  # the module (lucid_core.predict is the function)
+    predicting = importlib.import_module("lucid_core.inference")
     calls = {"load": 0, "prepare": 0}
 
     def counted(name: str, function: Any) -> Any:

@@ -48,7 +48,7 @@ def tiny_checkpoint(folder: Path, task: str) -> Path:
     """A randomly initialised YOLOv8n checkpoint with two classes (lucid_core.checkpoint format)."""
     build_model = pytest.importorskip("lucid_core.models").build_model
     save_model = pytest.importorskip("lucid_core.checkpoint").save_model
-    pytest.importorskip("lucid_core.predict")
+    pytest.importorskip("lucid_core.inference")
     import torch
 
     torch.manual_seed(0)

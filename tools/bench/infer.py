@@ -1,7 +1,7 @@
 """Benchmark: CPU latency of the n-scale detectors at 640, batch 1, BN-folded (fused) vs unfused.
 
 For each model (default yolo26n and yolo11n, detect, 80 classes) the same randomly initialised network is timed
-twice in this run — unfused (the baseline) and after :func:`lucid_core.predict.prepare_inference_model` (BN folded,
+twice in this run — unfused (the baseline) and after :func:`lucid_core.inference.prepare_inference_model` (BN folded,
 the inference branch selected) — on one fixed 1x3x640x640 input: ``--warmup`` untimed forwards, then the median of
 ``--runs`` timed forwards under ``torch.inference_mode``. Prints milliseconds and the unfused/fused ratio, and the
 largest difference between the two outputs (fusion must not change results beyond float rounding).
@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from lucid_core.models import build_model
-from lucid_core.predict import prepare_inference_model
+from lucid_core.inference import prepare_inference_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _reference import add_reference_flag, print_pair, run_reference
@@ -76,9 +76,8 @@ def main() -> None:
             for buf in unfused.buffers():
                 if buf.is_floating_point():
                     buf.uniform_(0.5, 1.5)
-        fused, _ = prepare_inference_model(copy.deepcopy(unfused))
-        if unfused.end2end:  # compare the same branch: the one the fused model decodes
-            unfused.head.decode_branch = fused.head.decode_branch
+        # top-k: a plain call of either model then runs the same (one-to-one) branch of an end-to-end head
+        fused, _ = prepare_inference_model(copy.deepcopy(unfused), decode="topk")
         base = median_latency_ms(unfused, x, args.warmup, args.runs)
         fast = median_latency_ms(fused, x, args.warmup, args.runs)
         with torch.inference_mode():

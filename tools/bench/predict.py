@@ -4,7 +4,7 @@ For each family (``--families``, default yolo26 yolo11; scale n, detect, 80 clas
 same protocol as the reference's ``predict`` workload (``../shared/refbench/README.md``): ``predict(model, path)``
 on ``--image`` (default ``../shared/data/images/bus.jpg``; decoded from the file on every call) at ``--imgsz``,
 3 untimed calls, then the median of ``--runs`` (20). The first call prepares (BN-folds) a copy of the model, which
-later calls reuse until the weights change (``lucid_core.predict.cached_inference_model``). ``--vs-reference``
+later calls reuse until the weights change (``lucid_core.inference.cached_inference_model``). ``--vs-reference``
 then runs ``run.sh predict`` with the same image, family, size and ``--threads`` and prints both latencies and
 the ratio ours/reference (lower is better; issue 18 asks for ≤ 0.8). Each line also prints the minor page faults
 per call; ``--malloc-baseline`` times the same calls in a child process with glibc's default malloc
@@ -12,7 +12,7 @@ per call; ``--malloc-baseline`` times the same calls in a child process with gli
 and prints tuned/default. ``--facade`` also times ``lucid_train.YOLO(weights).predict(path)`` on the same model
 saved as lucid-core weights (the facade loads them once and reuses the prepared copy) and prints facade/core.
 ``--path`` times ``predict(weights_path, image)`` on the same saved weights (read once while the files are
-unchanged, ``lucid_core.predict.weights_for_predict``) and prints path/core.
+unchanged, ``lucid_core.inference.weights_for_predict``) and prints path/core.
 
 Run by hand (not by tests):
 ``uv run --no-sync python tools/bench/predict.py [--threads 2] [--malloc-baseline] [--facade] [--path] [--vs-reference]``.
@@ -60,7 +60,7 @@ def _median_ms(call: Callable[[], object], warmup: int, runs: int) -> tuple[floa
 
 def predict_latency_ms(family: str, image: Path, imgsz: int, warmup: int, runs: int) -> tuple[float, float]:
     """``predict(model, image)``: median latency (ms) and minor page faults per call (:func:`_median_ms`)."""
-    from lucid_core.predict import predict
+    from lucid_core.inference import predict
 
     model = _bench_model(family)
     return _median_ms(lambda: predict(model, str(image), imgsz=imgsz), warmup, runs)
@@ -83,7 +83,7 @@ def path_latency_ms(family: str, image: Path, imgsz: int, warmup: int, runs: int
     the weights every time (``load_weights`` then ``predict(model, ...)``, what a path cost before it was kept):
     median latencies (ms)."""
     from lucid_core.checkpoint import load_weights, save_model
-    from lucid_core.predict import predict
+    from lucid_core.inference import predict
 
     with tempfile.TemporaryDirectory() as folder:
         weights = Path(folder) / f"{family}n"

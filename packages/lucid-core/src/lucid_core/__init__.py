@@ -12,15 +12,13 @@ The public API is the names in ``__all__``, importable from the top level (deep 
     lucid_core.export_onnx(model, "runs/demo/model.onnx", imgsz=640)
 
 Names are resolved on first use (PEP 562 module ``__getattr__``), so ``import lucid_core`` stays cheap: it imports
-neither torch nor any submodule until a name is used. ``lucid_core.predict`` is the :func:`lucid_core.predict.predict`
-*function*; its module stays importable by path (``from lucid_core.predict import predict_prepared``).
+neither torch nor any submodule until a name is used. ``lucid_core.predict`` is the function
+:func:`lucid_core.inference.predict`; its module is :mod:`lucid_core.inference`.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -41,7 +39,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "load_model": ("lucid_core.checkpoint", "load_model"),
     "load_weights": ("lucid_core.checkpoint", "load_weights"),
     "model_info": ("lucid_core.info", "model_info"),
-    "predict": ("lucid_core.predict", "predict"),
+    "predict": ("lucid_core.inference", "predict"),
     "save_model": ("lucid_core.checkpoint", "save_model"),
 }
 
@@ -77,7 +75,7 @@ if TYPE_CHECKING:  # static view of the lazily resolved names
     from lucid_core.info import model_info
     from lucid_core.interop import export_onnx, import_checkpoint
     from lucid_core.models import ModelConfig, ModelKey, YOLOModel, build_model, list_models
-    from lucid_core.predict import predict
+    from lucid_core.inference import predict
     from lucid_core.results import Detections
 
 
@@ -93,25 +91,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*__all__, *(name for name in globals() if name.startswith("__"))})
-
-
-class _Package(types.ModuleType):
-    """The package module: a submodule named like a public function does not replace that function.
-
-    Importing ``lucid_core.predict`` (the module) makes the import system ``setattr`` it on the package, which
-    would shadow the public ``predict`` function; that one assignment is skipped (the module stays in
-    ``sys.modules`` and is imported by path as before).
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if (
-            isinstance(value, types.ModuleType)
-            and name in _EXPORTS
-            and value.__name__ == f"{__name__}.{name}"
-            and _EXPORTS[name][0] == value.__name__
-        ):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -36,7 +36,7 @@ from lucid_core.cli_errors import UsageError, refuse_overwrite, run_cli
 from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
 from lucid_core.decode.selection import class_filter
 from lucid_core.geometry.rotated import rboxes_to_polygons
-from lucid_core.predict import (
+from lucid_core.inference import (
     IMAGE_SUFFIXES,
     ImageLoadError,
     load_image_rgb,

@@ -6,7 +6,7 @@ Every method is a thin call into a command that already exists, with the same de
 ``YOLO(...).fit(...)``     ``lucid-train fit`` (:func:`lucid_train.cli.build_cli`: LightningCLI, our module, data
                            module, callbacks, loggers, run directory rules)
 ``YOLO(...).val(...)``     ``lucid-eval`` (:func:`lucid_train.eval.cli.run`: input checks, COCO scoring, report)
-``YOLO(...).predict(...)`` ``lucid-predict`` (:func:`lucid_core.predict.predict`; ``output=`` runs
+``YOLO(...).predict(...)`` ``lucid-predict`` (:func:`lucid_core.inference.predict`; ``output=`` runs
                            :func:`lucid_core.predict_cli.main`, so the JSON files are lucid-predict's)
 ``YOLO(...).export(...)``  ``lucid-export`` (:func:`lucid_core.export_cli.export`: the ONNX file + parity check)
 =========================  ===========================================================================
@@ -326,7 +326,7 @@ class YOLO:
             # lucid-predict --weights runs/train/best --source images/ --output runs/predict
         """
         from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
-        from lucid_core.predict import list_image_files, predict
+        from lucid_core.inference import list_image_files, predict
 
         model = self.model  # loaded once: repeated calls reuse it and its prepared (fused) copy
         size = int(imgsz or self._imgsz)

@@ -106,7 +106,7 @@ def show_predictions(
 
     ``weights`` is a lucid checkpoint path (``lucid_core.checkpoint``; its class names and task are used unless
     ``options.names`` / ``task`` are given) or a model; the call is
-    ``lucid_core.predict.predict(model, images, **predict_kwargs)`` (e.g. ``imgsz``, ``conf``), imported here,
+    ``lucid_core.inference.predict(model, images, **predict_kwargs)`` (e.g. ``imgsz``, ``conf``), imported here,
     lazily, so that importing lucid_viz never imports torch. ``predictor`` replaces ``predict`` (same call; the
     checkpoint is then handed to it as given). ``images`` is a path, a directory or a list of paths / RGB
     arrays; ``annotations`` holds one targets object per image, in original-image pixels (or None).
@@ -116,7 +116,7 @@ def show_predictions(
         raise ValueError(f"show_predictions: {len(annotations)} annotations for {len(sources)} images")
     model = weights
     if predictor is None:
-        from lucid_core.predict import predict
+        from lucid_core.inference import predict
 
         predictor = predict
         if isinstance(weights, str | os.PathLike):

@@ -81,7 +81,6 @@ class DetectHead(nn.Module):
         self.in_channels = tuple(in_channels)
         self.strides = tuple(strides)
         self.end2end = end2end
-        self.decode_branch: DecodeBranch = "one2one"
         ch0 = in_channels[0]
         box_hidden = max(16, ch0 // 4, reg_max * 4)
         cls_hidden = max(ch0, min(num_classes, 100))
@@ -134,7 +133,6 @@ class DetectHead(nn.Module):
             parent = self.get_submodule(parent_name) if parent_name else self
             if hasattr(parent, child):
                 delattr(parent, child)
-        self.decode_branch = "one2one"
 
     # -- forward ---------------------------------------------------------------------------------------------
     def _task_outputs(self, feats: list[Tensor], prefix: str) -> dict[str, Tensor]:
@@ -152,20 +150,24 @@ class DetectHead(nn.Module):
         """``(proto, semseg)`` of segmentation heads; ``(None, None)`` otherwise."""
         return None, None
 
-    def forward(self, feats: list[Tensor]) -> TrainOutput | Tensor | tuple[Tensor, Tensor]:
+    def forward(
+        self, feats: list[Tensor], branch: DecodeBranch | None = None
+    ) -> TrainOutput | Tensor | tuple[Tensor, Tensor]:
+        """Training mode: both branches' raw outputs. Eval mode: the decoded dense tensor of ``branch``.
+
+        ``branch`` (eval only): ``"one2one"`` (the default of end-to-end heads, and the only one a deployed head
+        has) or ``"one2many"``; heads without a one-to-one branch always decode their single branch.
+        """
         level_shapes = [(int(f.shape[-2]), int(f.shape[-1])) for f in feats]
         if self.training:
             one2many = self._branch(feats, "")
             one2one = self._branch([f.detach() for f in feats], ONE2ONE_PREFIX) if self.end2end else None
             proto, semseg = self._aux(feats)
             return TrainOutput(one2many, one2one, level_shapes, self.strides, proto=proto, semseg=semseg)
-        use_one2one = self.end2end and (self.decode_branch == "one2one" or self.deployed)
-        if self.decode_branch not in ("one2one", "one2many"):
-            raise ValueError(
-                f"head.decode_branch must be 'one2one' or 'one2many', got {self.decode_branch!r}"
-            )
-        branch = self._branch(feats, ONE2ONE_PREFIX if use_one2one else "")
-        decoded = self.decode(branch, level_shapes)
+        if branch not in (None, "one2one", "one2many"):
+            raise ValueError(f"head: branch must be None, 'one2one' or 'one2many', got {branch!r}")
+        use_one2one = self.end2end and (branch != "one2many" or self.deployed)
+        decoded = self.decode(self._branch(feats, ONE2ONE_PREFIX if use_one2one else ""), level_shapes)
         proto, _ = self._aux(feats)
         return (decoded, proto) if proto is not None else decoded
 

@@ -64,10 +64,8 @@ class ExportModule(nn.Module):
             raise ValueError(f"max_det must be >= 1, got {max_det}")
         self.model = copy.deepcopy(model).float().eval()
         self.end2end = bool(model.end2end)
-        if self.end2end and not self.model.head.deployed:
-            self.model.head.decode_branch = "one2one"
-            if fuse:  # the deployed form: one-to-many branch and training-only parts dropped
-                self.model.to_deployed()
+        if self.end2end and not self.model.head.deployed and fuse:
+            self.model.to_deployed()  # the deployed form: one-to-many branch and training-only parts dropped
         if fuse:  # inference form: every Conv+BN folded into one conv (same outputs within float rounding)
             fuse_model(self.model)
         self.max_det = max_det

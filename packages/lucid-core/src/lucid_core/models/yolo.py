@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from torch import Tensor, nn
 
-from lucid_core.heads.detect import DetectHead
+from lucid_core.heads.detect import DecodeBranch, DetectHead
 from lucid_core.heads.segment import SegmentHead
 from lucid_core.models.config import ModelConfig
 from lucid_core.nn.proto import MultiScaleProto
@@ -58,14 +58,15 @@ class YOLOModel(nn.Module):
     def strides(self) -> tuple[int, ...]:
         return self.head.strides
 
-    def forward(self, x: Tensor) -> ModelOutput:
+    def forward(self, x: Tensor, branch: DecodeBranch | None = None) -> ModelOutput:
+        """Run the layer graph; ``branch`` picks the decoded head branch in eval mode (:meth:`DetectHead.forward`)."""
         outputs: dict[int, Tensor] = {}
         y: Tensor = x
         last = len(self.layers) - 1
         for i, (layer, src) in enumerate(zip(self.layers, self.sources, strict=True)):
             inputs = [y if j == -1 else outputs[j] for j in src]
             if i == last:
-                result: ModelOutput = layer(inputs)
+                result: ModelOutput = layer(inputs, branch)
                 return result
             y = layer(inputs) if len(src) > 1 else layer(inputs[0])
             if i in self._keep:

@@ -392,7 +392,7 @@ def predict_task1(
     """Predict obb boxes on every ``(image name, image)`` (a path or an HWC uint8 RGB array) and return them as
     Task-1 detections (corners of each rotated box in that image's pixels, class = the model's class name)."""
     from lucid_core.geometry.rotated import rboxes_to_polygons
-    from lucid_core.predict import predict_prepared, prepare_inference_model
+    from lucid_core.inference import predict_prepared, prepare_inference_model
 
     names = list(names) if names is not None else [str(i) for i in range(int(model.num_classes))]
     net, mode = prepare_inference_model(model, decode=decode, device=device)  # type: ignore[arg-type]
@@ -486,7 +486,7 @@ def run_dota(args: Any) -> dict[str, Any]:
 
 def _predict_for_dota(args: Any, run_info: dict[str, Any]) -> dict[str, Task1Detections]:
     from lucid_core.checkpoint import CheckpointError, load_checkpoint
-    from lucid_core.predict import list_image_files
+    from lucid_core.inference import list_image_files
     from lucid_train.eval.report import sha256_file
 
     if not args.data or not Path(args.data).is_dir():

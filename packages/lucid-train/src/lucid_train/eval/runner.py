@@ -7,7 +7,7 @@ Pipeline (the same for in-training validation and ``lucid-eval``; issue 7):
    ``batch["meta"]``;
 2. the model runs in eval mode on ``uint8 / 255``; for the end-to-end family (yolo26) the head branch is chosen
    per decode path (``"topk"`` = one-to-one branch + top-k, ``"nms"`` = one-to-many branch + NMS), as
-   ``lucid_core.predict.prepare_inference_model`` does;
+   ``lucid_core.inference.prepare_inference_model`` does;
 3. ``lucid_core.decode.postprocess`` decodes (validation defaults conf 0.001, iou 0.7, max_det 300; in-training
    validation uses multi-label NMS, the reference validator's: one box may be kept for several classes);
 4. boxes / keypoints / masks / rotated boxes go back to ORIGINAL pixels with the inverse letterbox mappings
@@ -79,27 +79,17 @@ def to_original(det: Any, info: Any) -> Any:
     return out
 
 
-class _BranchSelector:
-    """Context manager: eval mode and the head's decode branch for one decode path, restored on exit."""
+class _EvalMode:
+    """Context manager: eval mode for one forward, the previous mode restored on exit."""
 
-    def __init__(self, model: nn.Module, path: str) -> None:
+    def __init__(self, model: nn.Module) -> None:
         self.model = model
-        self.path = path
-        self.head = getattr(model, "head", None)
-        self.switch = bool(getattr(model, "end2end", False)) and not bool(
-            getattr(self.head, "deployed", False)
-        )
 
     def __enter__(self) -> None:
         self.was_training = self.model.training
         self.model.eval()
-        if self.switch:
-            self.old_branch = self.head.decode_branch  # type: ignore[union-attr]
-            self.head.decode_branch = "one2one" if self.path == "topk" else "one2many"  # type: ignore[union-attr]
 
     def __exit__(self, *exc: object) -> None:
-        if self.switch:
-            self.head.decode_branch = self.old_branch  # type: ignore[union-attr]
         self.model.train(self.was_training)
 
 
@@ -151,12 +141,13 @@ class ModelScorer:
     def detections(self, model: nn.Module, images: torch.Tensor, path: str) -> list[Any]:
         """Decoded detections (network-input pixels, on the CPU) of one uint8 image batch for one decode path."""
         from lucid_core.decode import postprocess
+        from lucid_core.inference import forward_for_decode
 
         device = next((p.device for p in model.parameters()), torch.device("cpu"))
         x = images.to(device)
         x = x.float() / 255.0 if x.dtype == torch.uint8 else x.float()
-        with _BranchSelector(model, path):
-            output = model(x)
+        with _EvalMode(model):
+            output = forward_for_decode(model, x, path)
         proto = None
         if isinstance(output, tuple):
             output, proto = output

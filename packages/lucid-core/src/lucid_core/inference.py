@@ -131,6 +131,20 @@ def _image_list(images: ImageInput | Sequence[ImageInput]) -> list[ImageInput]:
     return out
 
 
+def decode_branch(mode: str) -> Literal["one2one", "one2many"]:
+    """The head branch a decode mode reads: the one-to-one branch for top-k, the one-to-many branch for NMS (end-to-end
+    heads; other heads have one branch)."""
+    return "one2one" if mode == "topk" else "one2many"
+
+
+def forward_for_decode(net: nn.Module, x: Tensor, mode: str) -> Any:
+    """Eval-mode output of ``net`` on ``x`` from the branch that decode ``mode`` reads (end-to-end models get
+    ``branch=``; a model with one branch is called plainly)."""
+    if getattr(net, "end2end", False):
+        return net(x, branch=decode_branch(mode))
+    return net(x)
+
+
 def prepare_inference_model(
     model: YOLOModel,
     *,
@@ -155,8 +169,6 @@ def prepare_inference_model(
     if device is not None:
         prepared.to(device)
     prepared.eval()
-    if model.end2end and not prepared.head.deployed:
-        prepared.head.decode_branch = "one2one" if mode == "topk" else "one2many"
     if fuse:
         fuse_model(prepared)  # in place: Conv+BN pairs folded
     first = next(prepared.parameters(), None)
@@ -388,7 +400,7 @@ def predict_prepared(
         padded, info = letterbox(rgb, imgsz, auto=True, stride=stride)
         x = padded[None].to(device=device, dtype=torch.float32, memory_format=memory_format) / 255
         with torch.inference_mode():
-            output = net(x)
+            output = forward_for_decode(net, x, mode)
         if isinstance(output, TrainOutput):
             raise RuntimeError("predict: the model returned training outputs in eval mode")
         (det,) = postprocess(
