@@ -20,7 +20,7 @@ from lucid_core.assign.rotated import RotatedTaskAlignedAssigner
 from lucid_core.geometry.anchors import make_anchors
 from lucid_core.geometry.rotated import probiou
 from lucid_core.heads.obb import sigmoid_angle_radians
-from lucid_core.loss.objective import EndToEndObjective, OneToManyObjective, build_objective
+from lucid_core.loss.objective import EndToEndObjective, OneToManyObjective
 from lucid_core.loss.terms.obb import (
     OBBLoss,
     angle_loss_term,
@@ -29,6 +29,7 @@ from lucid_core.loss.terms.obb import (
     rotated_size_filter,
 )
 from lucid_core.outputs import BranchOutput, TrainOutput
+from lucid_core.tasks import build_objective
 
 RTOL, ATOL = 1e-5, 1e-6  # fixture README "Tolerances"
 FILES = ("obb_loss_yolov8n.pt", "obb_loss_yolo26n.pt")

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from lucid_core.assign.keypoint_aware import KeypointAwareAssigner
-from lucid_core.loss.objective import EndToEndObjective, build_objective
+from lucid_core.loss.objective import EndToEndObjective
 from lucid_core.loss.schedule import BranchWeightSchedule
 from lucid_core.loss.terms.pose import (
     PoseLoss,
@@ -33,6 +33,7 @@ from lucid_core.loss.terms.pose import (
 )
 from lucid_core.nn.flow import RealNVP
 from lucid_core.outputs import BranchOutput, TrainOutput
+from lucid_core.tasks import build_objective
 
 RTOL, ATOL = 1e-5, 1e-6  # README: losses and head-output gradients with a different op order
 FLOW_RTOL, FLOW_ATOL = 1e-4, 1e-6  # README: flow-parameter gradients

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 import torch
 
-from lucid_core.loss.objective import EndToEndObjective, OneToManyObjective, build_objective
+from lucid_core.loss.objective import EndToEndObjective, OneToManyObjective
 from lucid_core.loss.targets import pack_targets
 from lucid_core.loss.terms.segment import SegmentLoss, segment_objective
 from lucid_core.outputs import BranchOutput, TrainOutput
+from lucid_core.tasks import build_objective
 
 RTOL, ATOL = 1e-5, 1e-6  # fixture README "Tolerances" (another summation order than the reference)
 GRAD_ATOL = 1e-8  # segment section: rtol 1e-5 / atol 1e-8 for float values

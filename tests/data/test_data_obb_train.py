@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import torch
 
-from lucid_core.loss.objective import build_objective
 from lucid_core.models import build_model
+from lucid_core.tasks import build_objective
 from lucid_data.collate import collate
 from lucid_data.dataset import DetectionDataset
 from lucid_data.synth import synthesize

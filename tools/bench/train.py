@@ -166,9 +166,9 @@ def core_step(
     profile: bool = False,
 ) -> tuple[float, float, dict[str, float]]:
     """Median seconds of one training step (first excluded), the first step's loss, and per-stage medians."""
-    from lucid_core.loss import build_objective
     from lucid_core.models import build_model
     from lucid_core.optim import ModelEMA
+    from lucid_core.tasks import build_objective
 
     torch.manual_seed(0)
     model = build_model(family, "detect", "n", num_classes=80).train()

@@ -121,8 +121,8 @@ def time_device_hsv(batch: dict[str, Any], device: torch.device) -> float:
 def time_training_step(batch: dict[str, Any], device: torch.device) -> float:
     """Median ms of a yolo26 n step on the batch as the training module runs it under ``16-mixed``: fp16 autocast
     forward with BatchNorm in float32, the objective in float32 outside autocast, scaled backward, SGD step."""
-    from lucid_core.loss import build_objective
     from lucid_core.models import build_model
+    from lucid_core.tasks import build_objective
     from lucid_train.precision import float32_output, keep_batchnorm_float32
 
     torch.manual_seed(0)

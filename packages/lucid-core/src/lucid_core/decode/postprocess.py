@@ -14,22 +14,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-import torch
 from torch import Tensor
 
-from lucid_core.decode.masks import assemble_masks, assemble_masks_retina
 from lucid_core.decode.nms import decode_nms
 from lucid_core.decode.rotated_nms import decode_rotated_nms
 from lucid_core.decode.selection import Selection, class_filter
 from lucid_core.decode.topk import decode_topk
 from lucid_core.geometry.boxes import xywh_to_xyxy
-from lucid_core.geometry.letterbox import LetterboxInfo, scale_boxes_back
+from lucid_core.geometry.letterbox import LetterboxInfo
 from lucid_core.geometry.rotated import rboxes_to_xyxy
 from lucid_core.results import Detections
+from lucid_core.tasks.base import Task
+from lucid_core.tasks.registry import TASKS, get_task
 
-Task = Literal["detect", "segment", "pose", "obb"]
 DecodeMode = Literal["nms", "topk"]
-TASKS: tuple[str, ...] = ("detect", "segment", "pose", "obb")
 
 # Documented defaults (issue 3): validation conf 0.001 / iou 0.7, prediction conf 0.25 / iou 0.7, max_det 300.
 VAL_CONF = 0.001
@@ -38,35 +36,19 @@ DEFAULT_IOU = 0.7
 DEFAULT_MAX_DET = 300
 
 
-def _extra_rows(
-    task: str, nc: int, rows: int, kpt_shape: tuple[int, int] | None, proto: Tensor | None
-) -> int:
+def _check_rows(task: Task, nc: int, rows: int, expected: int | None) -> None:
     extra = rows - 4 - nc
-    if extra < 0:
-        raise ValueError(f"postprocess: prediction has {rows} rows, fewer than 4 + nc = {4 + nc}")
-    expected: int | None
-    if task == "detect":
-        expected = 0
-    elif task == "obb":
-        expected = 1
-    elif task == "pose":
-        expected = None if kpt_shape is None else kpt_shape[0] * kpt_shape[1]
-    else:  # segment
-        if proto is None:
-            raise ValueError("postprocess: task 'segment' needs proto (B, nm, Hp, Wp)")
-        expected = int(proto.shape[1])
     if expected is not None and extra != expected:
         raise ValueError(
-            f"postprocess: task {task!r} with nc={nc} expects {4 + nc + expected} rows "
+            f"postprocess: task {task.name!r} with nc={nc} expects {4 + nc + expected} rows "
             f"(4 box + {nc} classes + {expected} extra), got {rows}"
         )
-    return extra
 
 
 def postprocess(
     pred: Tensor | tuple[Tensor, Tensor],
     *,
-    task: Task | str,
+    task: str,
     nc: int,
     mode: DecodeMode | str = "nms",
     conf: float = PREDICT_CONF,
@@ -96,29 +78,29 @@ def postprocess(
     if isinstance(pred, tuple):
         pred, proto = pred[0], pred[1] if proto is None else proto
     if task not in TASKS:
-        raise ValueError(f"postprocess: task must be one of {TASKS}, got {task!r}")
+        raise ValueError(f"postprocess: task must be one of {tuple(TASKS)}, got {task!r}")
+    spec = get_task(task)
     if mode not in ("nms", "topk"):
         raise ValueError(f"postprocess: mode must be 'nms' or 'topk', got {mode!r}")
     if pred.ndim != 3:
         raise ValueError(f"postprocess: pred must be (B, 4 + nc + extra, A), got {tuple(pred.shape)}")
-    extra = _extra_rows(task, nc, int(pred.shape[1]), kpt_shape, proto)
+    extra = int(pred.shape[1]) - 4 - nc
+    if extra < 0:
+        raise ValueError(
+            f"postprocess: prediction has {int(pred.shape[1])} rows, fewer than 4 + nc = {4 + nc}"
+        )
+    expected, layout = spec.decode_layout(extra, kpt_shape=kpt_shape, proto=proto, input_hw=input_hw)
+    _check_rows(spec, nc, int(pred.shape[1]), expected)
     class_ids = class_filter(classes, nc, pred.device)
     if retina_letterbox is not None and pred.shape[0] != 1:
         raise ValueError(f"postprocess: retina_letterbox describes one image, got a batch of {pred.shape[0]}")
-    if task == "pose" and kpt_shape is None:
-        if extra % 3:
-            raise ValueError(f"postprocess: pose with {extra} keypoint rows needs kpt_shape")
-        kpt_shape = (extra // 3, 3)
-    if task == "segment" and input_hw is None:
-        assert proto is not None
-        input_hw = (int(proto.shape[2]) * 4, int(proto.shape[3]) * 4)
 
     results: list[Detections] = []
     for b in range(pred.shape[0]):
         columns = pred[b].transpose(0, 1)  # (A, rows)
         scores = columns[:, 4 : 4 + nc]
         extras = columns[:, 4 + nc :]
-        rboxes = torch.cat((columns[:, :4], extras[:, :1]), 1) if task == "obb" else None
+        rboxes = spec.rotated_boxes(columns[:, :4], extras)
         boxes = rboxes_to_xyxy(rboxes) if rboxes is not None else xywh_to_xyxy(columns[:, :4])
         sel: Selection
         if mode == "topk":
@@ -152,27 +134,13 @@ def postprocess(
         )
         if rboxes is not None:
             det.rboxes = rboxes[sel.anchor_idx].float()
-        if task == "pose":
-            assert kpt_shape is not None
-            kpts = extras[sel.anchor_idx].float().reshape(len(sel), kpt_shape[0], kpt_shape[1])
-            if kpt_shape[1] == 2:  # no visibility channel: report every keypoint as visible
-                kpts = torch.cat((kpts, torch.ones_like(kpts[..., :1])), -1)
-            det.keypoints = kpts
-        if task == "segment":
-            assert proto is not None and input_hw is not None
-            coefficients = extras[sel.anchor_idx]
-            if retina_letterbox is not None:
-                orig_boxes = scale_boxes_back(det.boxes, retina_letterbox)
-                det.masks = assemble_masks_retina(proto[b], coefficients, orig_boxes, retina_letterbox)
-            else:
-                det.masks = assemble_masks(proto[b], coefficients, det.boxes, input_hw)
-            nonempty = det.masks.flatten(1).any(1)
-            if not bool(nonempty.all()):  # rule 5: a detection whose cropped mask is empty is dropped
-                det = Detections(
-                    boxes=det.boxes[nonempty],
-                    scores=det.scores[nonempty],
-                    labels=det.labels[nonempty],
-                    masks=det.masks[nonempty],
-                )
+        det = spec.attach(
+            det,
+            extras[sel.anchor_idx],
+            index=b,
+            proto=proto,
+            layout=layout,
+            retina_letterbox=retina_letterbox,
+        )
         results.append(det)
     return results

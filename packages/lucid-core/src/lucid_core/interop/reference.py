@@ -31,18 +31,16 @@ import torch
 from torch import Tensor
 
 from lucid_core.checkpoint import file_sha256
+from lucid_core.errors import CheckpointImportError
 from lucid_core.interop import unpickler
 from lucid_core.interop.unpickler import StandInModule
 from lucid_core.models import ModelConfig, YOLOModel, build_model, get_family
 from lucid_core.models.graph import scale_channels
+from lucid_core.tasks import Task, int_attribute, registered_tasks, task_of_reference_head
 
 REFERENCE_PREFIX = "model."
 LUCID_PREFIX = "layers."
 DEFAULT_IMGSZ = 640
-
-
-class CheckpointImportError(ValueError):
-    """A reference checkpoint cannot be imported (unreadable, unknown layout, inconsistent metadata)."""
 
 
 @dataclass
@@ -151,26 +149,19 @@ def _layer_list(root: StandInModule, source: str) -> list[StandInModule]:
     return [layers[k] for k in order]
 
 
-def _task_of(head: StandInModule, source: str) -> str:
-    name = head.class_name
-    for marker, task in (("Segment", "segment"), ("Pose", "pose"), ("OBB", "obb"), ("Detect", "detect")):
-        if marker in name:
-            return task
-    raise CheckpointImportError(
-        f"{source}: head class {head.reference_class!r} is not a Detect/Segment/Pose/OBB head"
-    )
-
-
-def _int_attr(module: StandInModule, name: str) -> int | None:
-    value = module.__dict__.get(name)
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _task_of(head: StandInModule, source: str) -> Task:
+    task = task_of_reference_head(head.class_name)
+    if task is None:
+        markers = "/".join(t.reference_head for t in registered_tasks() if t.reference_head)
+        raise CheckpointImportError(f"{source}: head class {head.reference_class!r} is not a {markers} head")
+    return task
 
 
 def _family_of(
     layers: list[StandInModule], head: StandInModule, head_keys: Iterable[str], source: str
 ) -> str:
     end2end = bool(head.__dict__.get("end2end")) or any(k.startswith("one2one_") for k in head_keys)
-    reg_max = _int_attr(head, "reg_max")
+    reg_max = int_attribute(head, "reg_max")
     if end2end:
         if reg_max not in (None, 1):
             raise CheckpointImportError(
@@ -213,25 +204,6 @@ def _strides(root: StandInModule, head: StandInModule) -> tuple[int, ...] | None
         if isinstance(value, Tensor) and value.ndim == 1:
             return tuple(round(float(s)) for s in value.tolist())
     return None
-
-
-def _task_options(
-    task: str, head: StandInModule, state: Mapping[str, Tensor], head_prefix: str
-) -> dict[str, Any]:
-    if task == "pose":
-        kpt = head.__dict__.get("kpt_shape")
-        if not (isinstance(kpt, list | tuple) and len(kpt) == 2):
-            raise CheckpointImportError(f"pose head {head.reference_class} has no kpt_shape (got {kpt!r})")
-        return {"kpt_shape": (int(kpt[0]), int(kpt[1]))}
-    if task == "segment":
-        nm = _int_attr(head, "nm")
-        if nm is None and f"{head_prefix}cv4.0.2.weight" in state:
-            nm = int(state[f"{head_prefix}cv4.0.2.weight"].shape[0])
-        return {"num_masks": nm} if nm is not None else {}
-    if task == "obb":
-        ne = _int_attr(head, "ne")
-        return {"num_angles": ne} if ne is not None else {}
-    return {}
 
 
 def _scale_candidates(family: str, checkpoint_yaml: Mapping[str, Any], stem_width: int | None) -> list[str]:
@@ -308,12 +280,12 @@ def import_reference_tree(
 
     task = _task_of(head, source)
     family = _family_of(layers, head, head_keys, source)
-    num_classes = _int_attr(head, "nc")
+    num_classes = int_attribute(head, "nc")
     if num_classes is None or num_classes < 1:
         raise CheckpointImportError(
             f"{source}: head {head.reference_class} has no valid 'nc' ({num_classes!r})"
         )
-    options = _task_options(task, head, state, head_prefix)
+    options = task.reference_options(head, state, head_prefix)
     spec = get_family(family)
     strides = _strides(root, head)
     if strides is not None and strides != spec.strides:
@@ -327,7 +299,7 @@ def import_reference_tree(
     model = build_matching_model(
         state,
         family=family,
-        task=task,
+        task=task.name,
         scales=scales,
         num_classes=num_classes,
         task_options=options,

@@ -4,7 +4,6 @@
 from lucid_core.loss.detection import (
     BranchLoss,
     DetectionLoss,
-    E2EDetectionLoss,
     detection_branch_loss,
     detection_objective,
     distribution_focal_loss,
@@ -12,10 +11,10 @@ from lucid_core.loss.detection import (
 )
 from lucid_core.loss.objective import (
     BranchObjective,
+    E2EDetectionLoss,
     E2ELossResult,
     EndToEndObjective,
     OneToManyObjective,
-    build_objective,
 )
 from lucid_core.loss.schedule import BranchWeightSchedule
 from lucid_core.loss.targets import PaddedTargets, pack_targets
@@ -30,7 +29,6 @@ __all__ = [
     "EndToEndObjective",
     "OneToManyObjective",
     "PaddedTargets",
-    "build_objective",
     "detection_branch_loss",
     "detection_objective",
     "distribution_focal_loss",

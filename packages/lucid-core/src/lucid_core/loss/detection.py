@@ -12,7 +12,7 @@ gradients stay finite for images without ground truth and for degenerate predict
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -21,12 +21,9 @@ from torch import Tensor
 from lucid_core.assign import Assignment, TaskAlignedAssigner
 from lucid_core.geometry.anchors import make_anchors
 from lucid_core.geometry.iou import bbox_ciou
-from lucid_core.loss.schedule import BranchWeightSchedule
+from lucid_core.loss.gains import DETECTION_GAINS, branch_topk, resolve_gains
 from lucid_core.loss.targets import PaddedTargets, pack_targets
 from lucid_core.outputs import BranchOutput, TrainOutput
-
-if TYPE_CHECKING:
-    from lucid_core.loss.objective import EndToEndObjective
 
 DFL_TARGET_MARGIN = 0.01  # DFL targets are clamped to [0, reg_max - 1 - 0.01] (fixture README, step 6)
 
@@ -275,7 +272,8 @@ def detection_objective(
     one-to-one branch (``one2one``) uses top-``o2o_topk`` then ``o2o_topk2`` anchors per ground truth (fixture
     ``assigner_params``).
     """
-    g = {"box": 7.5, "cls": 0.5, "dfl": 1.5, **dict(gains or {})}
+    g = resolve_gains(DETECTION_GAINS, gains)
+    k, k2 = branch_topk(one2one, topk, o2o_topk, o2o_topk2)
     return DetectionLoss(
         int(model.num_classes),
         int(model.reg_max),
@@ -283,8 +281,8 @@ def detection_objective(
         box=g["box"],
         cls=g["cls"],
         dfl=g["dfl"],
-        topk=o2o_topk if one2one else topk,
-        topk2=o2o_topk2 if one2one else None,
+        topk=k,
+        topk2=k2,
         alpha=alpha,
         beta=beta,
     )
@@ -292,38 +290,3 @@ def detection_objective(
 
 def _imgsz(level_shapes: Sequence[tuple[int, int]], strides: Sequence[float]) -> tuple[int, int]:
     return int(level_shapes[0][0] * strides[0]), int(level_shapes[0][1] * strides[0])
-
-
-def E2EDetectionLoss(
-    num_classes: int,
-    reg_max: int = 1,
-    strides: Sequence[float] = (8, 16, 32),
-    box: float = 7.5,
-    cls: float = 0.5,
-    dfl: float = 1.5,
-    epochs: int = 100,
-    topk: int = 10,
-    o2o_topk: int = 7,
-    o2o_topk2: int = 1,
-    alpha: float = 0.5,
-    beta: float = 6.0,
-    small_target: bool = True,
-    o2m_init: float = 0.8,
-    o2m_final: float = 0.1,
-) -> EndToEndObjective:
-    """YOLO26 end-to-end detection objective: ``o2m · one2many + o2o · one2one`` with the branch-weight schedule.
-
-    The detection instance of :class:`lucid_core.loss.objective.EndToEndObjective`: the one-to-many branch uses
-    the classic top-10 assignment, the one-to-one branch top-7 then one anchor per ground truth (fixture
-    ``assigner_params``). Reported items are the one-to-one items.
-    """
-    from lucid_core.loss.objective import EndToEndObjective
-
-    common: dict[str, Any] = dict(
-        box=box, cls=cls, dfl=dfl, alpha=alpha, beta=beta, small_target=small_target
-    )
-    return EndToEndObjective(
-        DetectionLoss(num_classes, reg_max, strides, topk=topk, **common),
-        DetectionLoss(num_classes, reg_max, strides, topk=o2o_topk, topk2=o2o_topk2, **common),
-        BranchWeightSchedule(epochs=epochs, o2m_init=o2m_init, o2m_final=o2m_final),
-    )

@@ -7,26 +7,26 @@ task's own terms (``lucid_core.loss.terms.*``), gathering per-instance targets t
 (``shared/fixtures/README.md``, "YOLO26 end-to-end combination"), written once for any task. The one-to-one
 branch objective is called with ``one2one=True`` so that a task whose auxiliary outputs must not receive
 one-to-one gradient (segment prototypes, fixture README "segment_loss_*.pt", E2E) detaches them itself.
-:func:`build_objective` builds the right one from the task table (:mod:`lucid_core.tasks`).
+:func:`lucid_core.tasks.build_objective` builds the right one for a model's task.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from torch import Tensor
 
-from lucid_core.loss.detection import BranchLoss
+from lucid_core.loss.detection import BranchLoss, DetectionLoss
 from lucid_core.loss.schedule import BranchWeightSchedule
 from lucid_core.outputs import BranchOutput, TrainOutput
 
 __all__ = [
     "BranchObjective",
+    "E2EDetectionLoss",
     "E2ELossResult",
     "EndToEndObjective",
     "OneToManyObjective",
-    "build_objective",
 ]
 
 
@@ -140,36 +140,34 @@ class EndToEndObjective:
         return result.total, result.loss_items
 
 
-def build_objective(
-    model: Any,
-    *,
-    gains: Mapping[str, float] | None = None,
+def E2EDetectionLoss(
+    num_classes: int,
+    reg_max: int = 1,
+    strides: Sequence[float] = (8, 16, 32),
+    box: float = 7.5,
+    cls: float = 0.5,
+    dfl: float = 1.5,
     epochs: int = 100,
-    assigner: Mapping[str, Any] | None = None,
+    topk: int = 10,
+    o2o_topk: int = 7,
+    o2o_topk2: int = 1,
+    alpha: float = 0.5,
+    beta: float = 6.0,
+    small_target: bool = True,
     o2m_init: float = 0.8,
     o2m_final: float = 0.1,
-    **task_options: Any,
-) -> OneToManyObjective | EndToEndObjective:
-    """The training objective of ``model`` from the task table: one-to-many, or end-to-end for YOLO26.
+) -> EndToEndObjective:
+    """YOLO26 end-to-end detection objective: ``o2m · one2many + o2o · one2one`` with the branch-weight schedule.
 
-    Args:
-        model: a :class:`~lucid_core.models.YOLOModel` (its ``task``, ``num_classes``, ``reg_max``, ``strides``
-            and ``end2end`` decide everything).
-        gains: loss gains by name (``box``, ``cls``, ``dfl`` and the task's own, e.g. ``pose``, ``kobj``);
-            missing ones take the reference defaults of the task's objective.
-        epochs: the run's epoch count (the YOLO26 branch-weight schedule spans it).
-        assigner: assigner constants (``topk``, ``alpha``, ``beta``).
-        task_options: passed to the task's objective factory (e.g. ``sigmas`` for pose, ``overlap_mask`` for
-            segment).
+    The detection instance of :class:`lucid_core.loss.objective.EndToEndObjective`: the one-to-many branch uses
+    the classic top-10 assignment, the one-to-one branch top-7 then one anchor per ground truth (fixture
+    ``assigner_params``). Reported items are the one-to-one items.
     """
-    from lucid_core.tasks import get_task
-
-    factory = get_task(str(model.task)).objective_factory()
-    common = {"gains": dict(gains or {}), **dict(assigner or {}), **task_options}
-    if bool(getattr(model, "end2end", False)):
-        return EndToEndObjective(
-            factory(model, one2one=False, **common),
-            factory(model, one2one=True, **common),
-            BranchWeightSchedule(epochs=epochs, o2m_init=o2m_init, o2m_final=o2m_final),
-        )
-    return OneToManyObjective(factory(model, one2one=False, **common))
+    common: dict[str, Any] = dict(
+        box=box, cls=cls, dfl=dfl, alpha=alpha, beta=beta, small_target=small_target
+    )
+    return EndToEndObjective(
+        DetectionLoss(num_classes, reg_max, strides, topk=topk, **common),
+        DetectionLoss(num_classes, reg_max, strides, topk=o2o_topk, topk2=o2o_topk2, **common),
+        BranchWeightSchedule(epochs=epochs, o2m_init=o2m_init, o2m_final=o2m_final),
+    )

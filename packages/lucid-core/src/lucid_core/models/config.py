@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-
-from lucid_core.tasks import TASKS as _TASK_TABLE
-
-TASKS = tuple(_TASK_TABLE)  # ("detect", "segment", "pose", "obb"): the task table's order
 
 
 @dataclass
@@ -17,9 +14,9 @@ class ModelConfig:
     task: str
     scale: str
     num_classes: int
-    kpt_shape: tuple[int, int] | None = None  # pose only, e.g. (17, 3)
-    num_masks: int | None = None  # segment only (32)
-    num_angles: int | None = None  # obb only (1)
+    kpt_shape: tuple[int, int] | None = None  # pose option, e.g. (17, 3)
+    num_masks: int | None = None  # segment option (32)
+    num_angles: int | None = None  # obb option (1)
 
 
 @dataclass(frozen=True)
@@ -29,3 +26,8 @@ class ScaleRow:
     depth: float
     width: float
     max_channels: int
+
+    def channels(self, channels: int) -> int:
+        """``channels`` of the base layout at this scale: capped at ``max_channels``, times ``width``, rounded up
+        to a multiple of 8."""
+        return int(math.ceil(min(channels, self.max_channels) * self.width / 8) * 8)

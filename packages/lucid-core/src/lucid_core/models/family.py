@@ -25,5 +25,5 @@ class FamilySpec:
     multiscale_proto: bool = False  # YOLO26 segmentation prototypes
     pose_rle: bool = False  # YOLO26 pose: RLE sigma outputs + flow model
     obb_angle_sigmoid: bool = True  # classic OBB angle (sigmoid − 0.25)·π; YOLO26: raw radians
-    tasks: tuple[str, ...] = ("detect", "segment", "pose", "obb")
+    tasks: tuple[str, ...] | None = None  # the tasks it builds; None: every registered task
     default_options: dict[str, dict[str, object]] = field(default_factory=dict)

@@ -7,7 +7,6 @@ issue 3 scale rows): channels ``ceil(min(c, max_channels) * width / 8) * 8``, re
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +30,7 @@ class LayerSpec:
 
 
 def scale_channels(channels: int, row: ScaleRow) -> int:
-    return int(math.ceil(min(channels, row.max_channels) * row.width / 8) * 8)
+    return row.channels(channels)
 
 
 def scale_repeats(repeats: int, row: ScaleRow) -> int:

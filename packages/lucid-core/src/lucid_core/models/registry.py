@@ -7,18 +7,13 @@ from typing import Any
 
 from torch import nn
 
-from lucid_core.heads.detect import DetectHead
-from lucid_core.heads.obb import OBBHead
-from lucid_core.heads.pose import PoseHead
-from lucid_core.heads.segment import SegmentHead
-from lucid_core.models.config import TASKS, ModelConfig
+from lucid_core.models.config import ModelConfig
 from lucid_core.models.family import FamilySpec
-from lucid_core.models.graph import build_layer, scale_channels
+from lucid_core.models.graph import build_layer
 from lucid_core.models.yolo import YOLOModel
-from lucid_core.tasks import TASKS as TASK_TABLE
+from lucid_core.tasks.registry import get_task, registered_tasks
 
 _FAMILIES: dict[str, FamilySpec] = {}
-TASK_SUFFIX = {name: spec.suffix for name, spec in TASK_TABLE.items()}
 
 
 @dataclass(frozen=True)
@@ -31,7 +26,7 @@ class ModelKey:
 
     @property
     def name(self) -> str:
-        return f"{self.family}{self.scale}{TASK_SUFFIX[self.task]}"
+        return f"{self.family}{self.scale}{get_task(self.task).suffix}"
 
 
 def register_family(spec: FamilySpec, *, replace: bool = False) -> None:
@@ -47,12 +42,15 @@ def get_family(name: str) -> FamilySpec:
     return _FAMILIES[name]
 
 
+def family_tasks(spec: FamilySpec) -> tuple[str, ...]:
+    """The registered tasks family ``spec`` builds (all of them unless the family names a subset)."""
+    names = tuple(t.name for t in registered_tasks())
+    return names if spec.tasks is None else tuple(t for t in names if t in spec.tasks)
+
+
 def list_models() -> list[ModelKey]:
     """Every registered (family, task, scale)."""
-    return [ModelKey(f.name, t, s) for f in _FAMILIES.values() for t in f.tasks for s in f.scales]
-
-
-_TASK_OPTIONS = {name: spec.option_names() for name, spec in TASK_TABLE.items()}
+    return [ModelKey(f.name, t, s) for f in _FAMILIES.values() for t in family_tasks(f) for s in f.scales]
 
 
 def build_model(
@@ -60,8 +58,9 @@ def build_model(
 ) -> YOLOModel:
     """Build a randomly initialised model; ``task_options``: ``kpt_shape`` (pose), ``num_masks`` (segment)…"""
     spec = get_family(family)
-    if task not in TASKS or task not in spec.tasks:
-        raise ValueError(f"unknown task {task!r} for family {family!r}; expected one of {spec.tasks}")
+    if task not in family_tasks(spec):
+        raise ValueError(f"unknown task {task!r} for family {family!r}; expected one of {family_tasks(spec)}")
+    task_spec = get_task(task)
     if scale not in spec.scales:
         raise ValueError(
             f"unknown scale {scale!r} for family {family!r}; expected one of {sorted(spec.scales)}"
@@ -69,17 +68,11 @@ def build_model(
     if not isinstance(num_classes, int) or num_classes < 1:
         raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
     given = {k: v for k, v in task_options.items() if v is not None}
-    unknown = set(given) - _TASK_OPTIONS[task]
+    unknown = set(given) - task_spec.option_names()
     if unknown:
         raise ValueError(f"build_model: option(s) {sorted(unknown)} do not apply to task {task!r}")
     config = ModelConfig(family=family, task=task, scale=scale, num_classes=num_classes)
-    if task == "pose":
-        kpt = given.get("kpt_shape", (17, 3))
-        config.kpt_shape = (int(kpt[0]), int(kpt[1]))
-    elif task == "segment":
-        config.num_masks = int(given.get("num_masks", 32))
-    elif task == "obb":
-        config.num_angles = int(given.get("num_angles", 1))
+    task_spec.configure(config, given)
 
     row = spec.scales[scale]
     force_c3k = scale in spec.c3k_scales
@@ -110,23 +103,7 @@ def build_model(
         "depthwise_cls": spec.depthwise_cls,
         "end2end": spec.end2end,
     }
-    head: DetectHead
-    if task == "detect":
-        head = DetectHead(**common)
-    elif task == "segment":
-        assert config.num_masks is not None
-        head = SegmentHead(
-            **common,
-            num_masks=config.num_masks,
-            proto_channels=scale_channels(spec.proto_channels, row),
-            multiscale_proto=spec.multiscale_proto,
-        )
-    elif task == "pose":
-        assert config.kpt_shape is not None
-        head = PoseHead(**common, kpt_shape=config.kpt_shape, rle=spec.pose_rle)
-    else:
-        assert config.num_angles is not None
-        head = OBBHead(**common, num_angles=config.num_angles, angle_sigmoid=spec.obb_angle_sigmoid)
+    head = task_spec.build_head(common, config, spec, row)
     modules.append(head)
     sources.append(spec.head_sources)
     return YOLOModel(config, modules, sources, reg_max=spec.reg_max, end2end=spec.end2end)

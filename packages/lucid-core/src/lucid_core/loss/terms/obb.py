@@ -40,6 +40,7 @@ from lucid_core.loss.detection import (
     distribution_focal_loss,
     normalised_l1_loss,
 )
+from lucid_core.loss.gains import DETECTION_GAINS, branch_topk, resolve_gains
 from lucid_core.loss.targets import PaddedTargets
 from lucid_core.outputs import BranchOutput, TrainOutput
 
@@ -59,7 +60,7 @@ SIZE_FILTER_MIN_PX = 2.0  # README constants: size_filter_min_px (rows with w·W
 PROBIOU_FLOOR_LOSS = 0.01  # README constants: probiou_floor_loss (grid units²)
 ANGLE_LAMBDA = 3.0  # README constants: angle_lambda
 ANGLE_LOG_EPS = 1e-9  # README constants: angle_log_eps
-DEFAULT_GAINS = {"box": 7.5, "cls": 0.5, "dfl": 1.5, "angle": 1.0}  # README meta.hyp
+DEFAULT_GAINS = {**DETECTION_GAINS, "angle": 1.0}  # README meta.hyp
 
 
 class RotatedSizeFilter(NamedTuple):
@@ -391,7 +392,8 @@ def obb_objective(
     are ignored). The one-to-one branch uses top-``o2o_topk`` then ``o2o_topk2`` anchors per ground truth (README
     ``assigner_params``). Other task options are accepted and ignored.
     """
-    g = {**DEFAULT_GAINS, **{k: float(v) for k, v in dict(gains or {}).items() if k in DEFAULT_GAINS}}
+    g = resolve_gains(DEFAULT_GAINS, gains)
+    k, k2 = branch_topk(one2one, topk, o2o_topk, o2o_topk2)
     return OBBLoss(
         int(model.num_classes),
         int(model.reg_max),
@@ -400,8 +402,8 @@ def obb_objective(
         cls=g["cls"],
         dfl=g["dfl"],
         angle=g["angle"],
-        topk=o2o_topk if one2one else topk,
-        topk2=o2o_topk2 if one2one else None,
+        topk=k,
+        topk2=k2,
         alpha=alpha,
         beta=beta,
         angle_sigmoid=_angle_sigmoid(model),

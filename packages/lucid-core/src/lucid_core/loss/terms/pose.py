@@ -29,9 +29,12 @@ from lucid_core.assign import TaskAlignedAssigner
 from lucid_core.assign.keypoint_aware import KeypointAwareAssigner
 from lucid_core.geometry.anchors import make_anchors
 from lucid_core.loss.detection import BranchLoss, detection_branch_loss
+from lucid_core.loss.gains import DETECTION_GAINS, branch_topk, resolve_gains
 from lucid_core.loss.targets import PaddedTargets, pack_targets
 from lucid_core.nn.flow import RealNVP
 from lucid_core.outputs import BranchOutput, TrainOutput
+
+POSE_GAINS: dict[str, float] = {**DETECTION_GAINS, "pose": 12.0, "kobj": 1.0, "rle": 1.0}  # README meta.hyp
 
 __all__ = [
     "COCO_KEYPOINT_SIGMAS",
@@ -420,14 +423,15 @@ def pose_objective(
     head = model.head
     kpt_shape = tuple(int(v) for v in getattr(head, "kpt_shape", getattr(model, "kpt_shape", (17, 3))))
     keypoint_aware = bool(getattr(head, "rle", False))
-    g = {"box": 7.5, "cls": 0.5, "dfl": 1.5, "pose": 12.0, "kobj": 1.0, "rle": 1.0, **dict(gains or {})}
+    g = resolve_gains(POSE_GAINS, gains)
+    k, k2 = branch_topk(one2one, topk, o2o_topk, o2o_topk2)
     resolved = resolve_keypoint_sigmas(kpt_shape, sigmas)
     strides = tuple(float(s) for s in model.strides)
     num_classes = int(model.num_classes)
     small_target_stride = float(strides[1] if len(strides) > 1 else strides[0])
     assigner_args: dict[str, Any] = dict(
-        topk=o2o_topk if one2one else topk,
-        topk2=o2o_topk2 if one2one else None,
+        topk=k,
+        topk2=k2,
         num_classes=num_classes,
         alpha=alpha,
         beta=beta,

@@ -33,6 +33,7 @@ from torch import Tensor
 from lucid_core.assign import TaskAlignedAssigner
 from lucid_core.assign.mask_aware import MaskAwareAssigner, inside_boxes
 from lucid_core.loss.detection import BranchLoss, detection_branch_loss
+from lucid_core.loss.gains import DETECTION_GAINS, branch_topk, resolve_gains
 from lucid_core.loss.targets import PaddedTargets, pack_targets
 from lucid_core.outputs import BranchOutput, TrainOutput
 
@@ -369,7 +370,8 @@ def segment_objective(
     the model being end-to-end (YOLO26), ``semantic`` to its head having the multi-scale prototype module with the
     semantic branch. Other keyword options (e.g. ``mask_ratio``, a data option) are accepted and ignored.
     """
-    g = {"box": 7.5, "cls": 0.5, "dfl": 1.5, **dict(gains or {})}
+    g = resolve_gains(DETECTION_GAINS, gains)
+    k, k2 = branch_topk(one2one, topk, o2o_topk, o2o_topk2)
     end2end = bool(getattr(model, "end2end", False))
     head = getattr(model, "head", None)
     return SegmentLoss(
@@ -379,8 +381,8 @@ def segment_objective(
         box=g["box"],
         cls=g["cls"],
         dfl=g["dfl"],
-        topk=o2o_topk if one2one else topk,
-        topk2=o2o_topk2 if one2one else None,
+        topk=k,
+        topk2=k2,
         alpha=alpha,
         beta=beta,
         overlap_mask=overlap_mask,
