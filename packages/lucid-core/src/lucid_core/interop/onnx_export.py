@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from lucid_core.models import YOLOModel
 from lucid_core.nn.fuse import fuse_model
+from lucid_core.tasks import get_task
 
 DEFAULT_OPSET = 17
 DEFAULT_MAX_DET = 300
@@ -47,7 +48,7 @@ def topk_detections(dense: Tensor, *, num_classes: int, task: str, max_det: int)
     picked = columns.gather(1, top_idx.unsqueeze(-1).expand(-1, -1, columns.shape[-1]))
     top_labels = labels.gather(1, top_idx).to(picked.dtype)
     box = picked[..., :4]
-    if task != "obb":  # centre/size -> corners
+    if not get_task(task).rotated:  # centre/size -> corners (rotated boxes keep centre, size and angle)
         half = box[..., 2:4] / 2
         box = torch.cat((box[..., :2] - half, box[..., :2] + half), -1)
     return torch.cat(

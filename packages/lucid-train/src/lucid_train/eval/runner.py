@@ -28,13 +28,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from lucid_core.tasks import TASKS
+from lucid_core.tasks import TASKS, get_task
 from lucid_train.eval.coco_gt import CocoGroundTruth
 from lucid_train.eval.evaluator import COCOEvaluator, EvalResult
 
 DECODE_CHOICES = ("topk", "nms", "both")
-# task -> IoU types scored, from the task table (detect bbox, obb rotated, segment bbox + segm, pose bbox + keypoints)
-TASK_IOU_TYPES: dict[str, tuple[str, ...]] = {name: spec.iou_types for name, spec in TASKS.items()}
 
 
 def decode_paths(model: nn.Module, decode: str | None) -> list[str]:
@@ -115,8 +113,8 @@ class ModelScorer:
         kpt_sigmas: Sequence[float] | None = None,
         multi_label: bool = False,
     ) -> None:
-        if task not in TASK_IOU_TYPES:
-            raise ValueError(f"task must be one of {tuple(TASK_IOU_TYPES)}, got {task!r}")
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {tuple(TASKS)}, got {task!r}")
         if num_classes != gt.num_classes:
             raise ValueError(
                 f"the model has {num_classes} classes but the dataset has {gt.num_classes} ({list(gt.names)[:5]}…)"
@@ -128,7 +126,7 @@ class ModelScorer:
         self.conf, self.iou, self.max_det = conf, iou, max_det
         self.multi_label = bool(multi_label)
         self.kpt_shape = kpt_shape
-        types = tuple(iou_types) if iou_types is not None else TASK_IOU_TYPES[task]
+        types = tuple(iou_types) if iou_types is not None else get_task(task).iou_types
         self.evaluators = {
             path: COCOEvaluator(gt, types, backend=backend, kpt_sigmas=kpt_sigmas) for path in self.paths
         }
