@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import torch
 
-from lucid_core.decode import assemble_masks, decode_nms, decode_topk, postprocess, rotated_nms
+from lucid_core.decode import assemble_masks, decode_nms, decode_topk, rotated_nms
+from lucid_core.postprocess import postprocess
 from lucid_core.geometry.letterbox import (
     letterbox_geometry,
     scale_boxes_back,

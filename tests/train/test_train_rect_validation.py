@@ -98,7 +98,7 @@ def _confident_box_distances(
     """Every box with conf > 0.5 through both letterboxes (square and rectangular), matched to the nearest box of
     its class by max-coordinate distance in original pixels, in both directions: (distance in px, tolerance),
     the tolerance 2 px, or 1 % of the image diagonal for a box touching the image border (see the YOLOv8s test)."""
-    from lucid_core.decode import postprocess
+    from lucid_core.postprocess import postprocess
     from lucid_train.eval.runner import to_original
 
     square = DetectionDataset(records, imgsz=imgsz, augment=False, **dataset_options)  # type: ignore[arg-type]

@@ -19,6 +19,8 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from lucid_core.errors import CheckpointImportError, RefusedGlobalError
+
 __all__ = [
     "EXIT_USAGE",
     "OutputOverwriteError",
@@ -80,8 +82,6 @@ def register_known_errors(*types: type[BaseException]) -> None:
 def known_error_types() -> tuple[type[BaseException], ...]:
     """The registered user-facing error types, lucid-core's own included."""
     from lucid_core.checkpoint import CheckpointError
-    from lucid_core.interop.reference import CheckpointImportError
-    from lucid_core.interop.unpickler import RefusedGlobalError
 
     register_known_errors(CheckpointError, CheckpointImportError, RefusedGlobalError)
     return tuple(_KNOWN)

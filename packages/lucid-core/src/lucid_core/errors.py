@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
-__all__ = ["CheckpointImportError"]
+import pickle
+
+__all__ = ["CheckpointImportError", "RefusedGlobalError"]
 
 
 class CheckpointImportError(ValueError):
     """A reference checkpoint cannot be imported (unreadable, unknown layout, inconsistent metadata)."""
+
+
+class RefusedGlobalError(pickle.UnpicklingError):
+    """The pickle names a global outside the allowlist (the message names it as ``module.name``)."""
+
+    def __init__(
+        self, qualified_name: str, reason: str = "not on the allowlist", source: str | None = None
+    ) -> None:
+        self.qualified_name = qualified_name
+        self.reason = reason
+        where = f"{source}: " if source else ""
+        super().__init__(
+            f"{where}refused global {qualified_name!r} in pickle ({reason}); nothing was executed"
+        )

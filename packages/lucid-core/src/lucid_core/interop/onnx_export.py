@@ -3,7 +3,7 @@
 Graph outputs (input ``images``: ``(B, 3, H, W)`` float32 RGB in [0, 1], batch dimension dynamic by default):
 
 - YOLOv8 / YOLO11 (NMS families): ``output0`` is the dense eval tensor ``(B, 4 + nc + extra, A)`` of
-  docs/INTERFACES.md ("Eval mode"); NMS is left to the consumer (:func:`lucid_core.decode.postprocess`).
+  docs/INTERFACES.md ("Eval mode"); NMS is left to the consumer (:func:`lucid_core.postprocess`).
 - YOLO26 (end-to-end): the one-to-one branch is decoded *inside* the graph with ``TopK`` and no suppression
   (issue 9; each anchor keeps its best class and the ``max_det`` best anchors are returned, before the confidence
   threshold, which the consumer applies — :func:`lucid_core.decode.decode_topk`, the reference predictor's rule,

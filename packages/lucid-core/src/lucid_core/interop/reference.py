@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lucid_core.checkpoint import file_sha256
+from lucid_core.digest import file_sha256
 from lucid_core.errors import CheckpointImportError
 from lucid_core.interop import unpickler
 from lucid_core.interop.unpickler import StandInModule

@@ -39,6 +39,8 @@ from typing import IO, Any, ClassVar
 
 import torch
 
+from lucid_core.errors import RefusedGlobalError
+
 __all__ = [
     "RefusedGlobalError",
     "StandInMethod",
@@ -95,20 +97,6 @@ _CONTAINERS: dict[str, Any] = {
     "__builtin__.frozenset": frozenset,
 }
 _GETATTR_GLOBALS = frozenset({"builtins.getattr", "__builtin__.getattr"})
-
-
-class RefusedGlobalError(pickle.UnpicklingError):
-    """The pickle names a global outside the allowlist (the message names it as ``module.name``)."""
-
-    def __init__(
-        self, qualified_name: str, reason: str = "not on the allowlist", source: str | None = None
-    ) -> None:
-        self.qualified_name = qualified_name
-        self.reason = reason
-        where = f"{source}: " if source else ""
-        super().__init__(
-            f"{where}refused global {qualified_name!r} in pickle ({reason}); nothing was executed"
-        )
 
 
 class StandInModule:

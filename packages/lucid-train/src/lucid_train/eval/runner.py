@@ -8,7 +8,7 @@ Pipeline (the same for in-training validation and ``lucid-eval``; issue 7):
 2. the model runs in eval mode on ``uint8 / 255``; for the end-to-end family (yolo26) the head branch is chosen
    per decode path (``"topk"`` = one-to-one branch + top-k, ``"nms"`` = one-to-many branch + NMS), as
    ``lucid_core.inference.prepare_inference_model`` does;
-3. ``lucid_core.decode.postprocess`` decodes (validation defaults conf 0.001, iou 0.7, max_det 300; in-training
+3. ``lucid_core.postprocess`` decodes (validation defaults conf 0.001, iou 0.7, max_det 300; in-training
    validation uses multi-label NMS, the reference validator's: one box may be kept for several classes);
 4. boxes / keypoints / masks / rotated boxes go back to ORIGINAL pixels with the inverse letterbox mappings
    (``scale_*_back``; an OBB's box is the hull of its mapped rotated box), exactly as ``lucid_core.predict``
@@ -138,7 +138,7 @@ class ModelScorer:
     @torch.no_grad()
     def detections(self, model: nn.Module, images: torch.Tensor, path: str) -> list[Any]:
         """Decoded detections (network-input pixels, on the CPU) of one uint8 image batch for one decode path."""
-        from lucid_core.decode import postprocess
+        from lucid_core.postprocess import postprocess
         from lucid_core.inference import forward_for_decode
 
         device = next((p.device for p in model.parameters()), torch.device("cpu"))

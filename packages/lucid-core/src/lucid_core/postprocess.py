@@ -16,6 +16,7 @@ from typing import Literal
 
 from torch import Tensor
 
+from lucid_core.decode.defaults import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF, VAL_CONF
 from lucid_core.decode.nms import decode_nms
 from lucid_core.decode.rotated_nms import decode_rotated_nms
 from lucid_core.decode.selection import Selection, class_filter
@@ -27,13 +28,9 @@ from lucid_core.results import Detections
 from lucid_core.tasks.base import Task
 from lucid_core.tasks.registry import TASKS, get_task
 
-DecodeMode = Literal["nms", "topk"]
+__all__ = ["DEFAULT_IOU", "DEFAULT_MAX_DET", "PREDICT_CONF", "VAL_CONF", "DecodeMode", "postprocess"]
 
-# Documented defaults (issue 3): validation conf 0.001 / iou 0.7, prediction conf 0.25 / iou 0.7, max_det 300.
-VAL_CONF = 0.001
-PREDICT_CONF = 0.25
-DEFAULT_IOU = 0.7
-DEFAULT_MAX_DET = 300
+DecodeMode = Literal["nms", "topk"]
 
 
 def _check_rows(task: Task, nc: int, rows: int, expected: int | None) -> None:
