@@ -1,7 +1,7 @@
 """One-to-one decoding by top-k without suppression (YOLO26 end-to-end head).
 
 The one-to-one branch is trained with a one-anchor-per-object assignment, so its outputs are used directly
-(issue 3, "one-to-one branch decoded by top-k without suppression"; max_det 300 by default). The reference's rule,
+(max_det 300 by default). The reference's rule,
 checked row by row against ``pred_e2e.output_fused`` of ``shared/fixtures/import_yolo26n-seg-shapes.pt`` (all
 ``min(300, A)`` rows, classes exact):
 

@@ -5,9 +5,8 @@ Graph outputs (input ``images``: ``(B, 3, H, W)`` float32 RGB in [0, 1], batch d
 - YOLOv8 / YOLO11 (NMS families): ``output0`` is the dense eval tensor ``(B, 4 + nc + extra, A)`` of
   docs/INTERFACES.md ("Eval mode"); NMS is left to the consumer (:func:`lucid_core.postprocess`).
 - YOLO26 (end-to-end): the one-to-one branch is decoded *inside* the graph with ``TopK`` and no suppression
-  (issue 9; each anchor keeps its best class and the ``max_det`` best anchors are returned, before the confidence
-  threshold, which the consumer applies — :func:`lucid_core.decode.decode_topk`, the reference predictor's rule,
-  may in addition report an anchor with its second class when that outranks other anchors): ``output0`` is ``(B, max_det, 6 + extra)`` sorted by descending score, rows
+  (each anchor keeps its best class and the ``max_det`` best anchors are returned before the confidence
+  threshold, which the consumer applies): ``output0`` is ``(B, max_det, 6 + extra)`` sorted by descending score, rows
   ``x1, y1, x2, y2, score, class`` then the task extras (pose: K×D decoded keypoints; segment: nm mask
   coefficients). OBB rows are ``cx, cy, w, h, score, class, θ`` (radians). ``max_det`` is capped at A.
 - Segment models add ``proto`` ``(B, nm, H/4, W/4)``.

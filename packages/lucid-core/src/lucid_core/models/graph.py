@@ -2,7 +2,7 @@
 
 Each layer reads the previous output (``-1``) or a list of earlier layer outputs; index i is the reference's
 layer i (shared/fixtures/model_params.json ``layers_n``). Scaling (shared/fixtures/README.md "model_params.json";
-issue 3 scale rows): channels ``ceil(min(c, max_channels) * width / 8) * 8``, repeats ``max(round(n * depth), 1)``.
+the reference's scale rows): channels ``ceil(min(c, max_channels) * width / 8) * 8``, repeats ``max(round(n * depth), 1)``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Layer graph: the YOLO11 model card (docs.ultralytics.com/models/yolo11), checked layer by layer against
 ``layers_n`` in shared/fixtures/model_params.json; at scales m/l/x every C3k2 uses C3k inner blocks (pinned by the
-``params_total`` of ``yolo11{m,l,x}``). Scales from issue 3.
+``params_total`` of ``yolo11{m,l,x}``). Scales: the reference's documented n-x table.
 """
 
 from __future__ import annotations

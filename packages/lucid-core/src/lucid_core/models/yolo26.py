@@ -4,7 +4,7 @@ Differences from YOLO11, each pinned by shared/fixtures/model_params.json: every
 (``layers_n`` params of layers 13/16/19), the last neck block appends a PSA block to its bottleneck (layer 22),
 reg_max 1 (no DFL), a one-to-one copy of every head branch evaluated on detached features, YOLO26 prototypes with
 a semantic auxiliary branch (segment) and RLE sigma outputs + RealNVP flow (pose). The SPPF adds a residual
-connection (no parameters; not observable in the fixtures). Scales from issue 3.
+connection (no parameters; not observable in the fixtures). Scales: the reference's documented n-x table.
 """
 
 from __future__ import annotations

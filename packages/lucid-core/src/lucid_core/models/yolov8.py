@@ -1,7 +1,7 @@
 """YOLOv8 family: C2f backbone/neck, SPPF, plain-conv decoupled head, reg_max 16, NMS decoding.
 
 Layer graph: the YOLOv8 model card (docs.ultralytics.com/models/yolov8, P3-P5 FPN/PAN, 22 layers + head),
-checked layer by layer against ``layers_n`` in shared/fixtures/model_params.json. Scales from issue 3.
+checked layer by layer against ``layers_n`` in shared/fixtures/model_params.json. Scales: the reference's documented n-x table.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Score a model on a dataset split with the COCO protocol: `evaluate_model` and its per-batch `ModelScorer`.
 
-Pipeline (the same for in-training validation and ``lucid-eval``; issue 7):
+Pipeline (the same for in-training validation and ``lucid-eval``):
 
 1. images come from ``lucid_data.DetectionDataset(source, imgsz, augment=False)``: the predict letterbox
    (``lucid_core.geometry.letterbox``, ``auto=False``, square ``imgsz``) whose ``LetterboxInfo`` travels in
@@ -12,10 +12,10 @@ Pipeline (the same for in-training validation and ``lucid-eval``; issue 7):
    validation uses multi-label NMS, the reference validator's: one box may be kept for several classes);
 4. boxes / keypoints / masks / rotated boxes go back to ORIGINAL pixels with the inverse letterbox mappings
    (``scale_*_back``; an OBB's box is the hull of its mapped rotated box), exactly as ``lucid_core.predict``
-   (in-training validation letterboxes rectangular batches instead, ``DetectionDataModule.val_dataloader``; the
+   (in-training validation letterboxes rectangular batches instead, ``YOLODataModule.val_dataloader``; the
    ``LetterboxInfo`` in the meta maps those back the same way);
 5. `COCOEvaluator` scores them against ``CocoGroundTruth.from_source`` (task → IoU types: detect ``bbox``,
-   obb ``rotated`` (exact polygon IoU, issue 17), segment ``bbox`` + ``segm``, pose ``bbox`` + ``keypoints``).
+   obb ``rotated`` (exact polygon IoU), segment ``bbox`` + ``segm``, pose ``bbox`` + ``keypoints``).
 """
 
 from __future__ import annotations
@@ -26,18 +26,35 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
+from torch.utils.data import DataLoader
 
+from lucid_core.geometry.letterbox import (
+    scale_boxes_back,
+    scale_keypoints_back,
+    scale_masks_back,
+    scale_rboxes_back,
+)
+from lucid_core.geometry.rotated import rboxes_to_xyxy
+from lucid_core.inference import forward_for_decode
+from lucid_core.postprocess import postprocess
+from lucid_core.results import Detections
 from lucid_core.tasks import TASKS, get_task
+from lucid_data.collate import collate
+from lucid_data.dataset import DetectionDataset
+from lucid_data.readers import load_dataset
+from lucid_data.rect import RectBatchSampler
 from lucid_train.eval.coco_gt import CocoGroundTruth
 from lucid_train.eval.evaluator import COCOEvaluator, EvalResult
+from lucid_train.eval.sources import ground_truth_for_path
 
 DECODE_CHOICES = ("topk", "nms", "both")
 
 
 def decode_paths(model: nn.Module, decode: str | None) -> list[str]:
     """Decode paths to score: None = ``nms`` for every family (for YOLO26 the one-to-many branch + NMS, the
-    reference's default standalone validation; issue 12).
+    reference's default standalone validation).
 
     ``"both"`` (end-to-end models only) scores ``nms`` first (the primary result) and then ``topk``.
     """
@@ -55,15 +72,6 @@ def decode_paths(model: nn.Module, decode: str | None) -> list[str]:
 
 def to_original(det: Any, info: Any) -> Any:
     """Detections in network-input pixels → original pixels (inverse letterbox, as `lucid_core.predict`)."""
-    from lucid_core.geometry.letterbox import (
-        scale_boxes_back,
-        scale_keypoints_back,
-        scale_masks_back,
-        scale_rboxes_back,
-    )
-    from lucid_core.geometry.rotated import rboxes_to_xyxy
-    from lucid_core.results import Detections
-
     if info is None:
         return det
     out = Detections(boxes=scale_boxes_back(det.boxes, info), scores=det.scores, labels=det.labels)
@@ -138,8 +146,6 @@ class ModelScorer:
     @torch.no_grad()
     def detections(self, model: nn.Module, images: torch.Tensor, path: str) -> list[Any]:
         """Decoded detections (network-input pixels, on the CPU) of one uint8 image batch for one decode path."""
-        from lucid_core.postprocess import postprocess
-        from lucid_core.inference import forward_for_decode
 
         device = next((p.device for p in model.parameters()), torch.device("cpu"))
         x = images.to(device)
@@ -183,7 +189,6 @@ class ModelScorer:
         the single-process metric exactly (an image in two shards, e.g. a sampler's wrap-around padding, is kept
         once). Every rank must call it. Returns True on the rank that may :meth:`compute`.
         """
-        import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
             return True
@@ -239,19 +244,11 @@ def evaluate_model(
     box for several classes, as the reference validator (and in-training validation) does. The model's
     train/eval mode and decode branch are restored afterwards.
     """
-    from torch.utils.data import DataLoader
-
-    from lucid_data.collate import collate
-    from lucid_data.dataset import DetectionDataset
-
     if isinstance(source_or_dataset, DetectionDataset):
         dataset = source_or_dataset
     else:
         source = source_or_dataset
         if isinstance(source, (str, Path)):
-            from lucid_data.readers import load_dataset
-            from lucid_train.eval.sources import ground_truth_for_path
-
             task = getattr(model, "task", None)
             source = load_dataset(source_or_dataset, "val", task)
             if ground_truth is None:  # a COCO layout is scored against its own JSON
@@ -278,8 +275,6 @@ def evaluate_model(
         multi_label=multi_label,
     )
     if rect:
-        from lucid_data.rect import RectBatchSampler
-
         stride = max(int(s) for s in getattr(model, "strides", (32,)))
         batches = dataset.use_rect_batches(batch_size, stride=stride, pad=0.5)
         loader = DataLoader(
