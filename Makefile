@@ -25,8 +25,11 @@ lint: setup
 typecheck: setup
 	$(UV) run --locked mypy
 
+# the release guard (declared tiers, versions, licences), then import-linter's contracts ([tool.importlinter] in
+# pyproject.toml): the five tiers as layers and no import cycle between sibling modules or packages
 guard: setup
 	$(UV) run --locked python tools/release_guard.py
+	$(UV) run --locked lint-imports
 
 # the fixture tests again on renamed / extended copies of ../shared/fixtures (same schemas, same values): a test
 # that assumes the public file's case names, order or count fails here (~2 min; skipped without ../shared)
