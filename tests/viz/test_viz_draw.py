@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import torch
 from matplotlib.image import imread
 
 from lucid_core.results import Detections
+from lucid_core.tasks import Task, register_task, unregister_task
 from lucid_viz import (
     COCO_SKELETON,
     RenderOptions,
@@ -264,3 +266,60 @@ def test_rotated_corners_match_the_reference_predictions(shared_dir: Path, tmp_p
         colour = near(pixels, class_color_uint8(int(pred["cls"][0])), tol=20)
         for x, y in corners.reshape(-1, 2):
             assert colour[int(y) - 1 : int(y) + 2, int(x) - 1 : int(x) + 2].any()
+
+
+def test_drawing_follows_the_fields_a_result_carries_not_the_task_name() -> None:
+    mask = np.zeros((2, HEIGHT, WIDTH), dtype=bool)
+    mask[0, 60:180, 40:150] = True
+    keypoints = np.array([[[60.0, 80.0, 0.9], [100.0, 80.0, 0.9]]] * 2)
+    everything = detections(
+        boxes=[[40.0, 60.0, 150.0, 180.0], [10.0, 10.0, 30.0, 30.0]],
+        scores=[0.7, 0.6],
+        labels=[9, 1],
+        masks=torch.from_numpy(mask),
+        keypoints=keypoints,
+    )
+    ground_truth = {
+        "boxes": [[180.0, 60.0, 300.0, 180.0]],
+        "labels": [9],
+        "polygons": [np.array([[180.0, 60.0], [300.0, 60.0], [240.0, 180.0]])],
+        "keypoints": np.array([[[200.0, 100.0, 2.0]]]),
+    }
+    rendered = []
+    for task in ("detect", "segment", "pose"):
+        figure = draw_predictions(blank_image(), everything, task, PLAIN)
+        draw_ground_truth(figure.axes[0], ground_truth, task, PLAIN)
+        rendered.append(render_rgb(figure))
+    for pixels in rendered[1:]:
+        np.testing.assert_array_equal(pixels, rendered[0])
+    rbox = np.array([[160.0, 120.0, 160.0, 40.0, math.pi / 4]])
+    rotated = detections(boxes=[[0.0, 0.0, 1.0, 1.0]], scores=[0.8], labels=[2], rboxes=rbox)
+    np.testing.assert_array_equal(
+        render_rgb(draw_predictions(blank_image(), rotated, "detect", PLAIN)),
+        render_rgb(draw_predictions(blank_image(), rotated, "obb", PLAIN)),
+    )
+
+
+def test_a_registered_task_is_drawn_by_its_fields() -> None:
+    register_task(Task(name="toy_boxes"))
+    try:
+        result = detections(boxes=[[40.0, 50.0, 160.0, 170.0]], scores=[0.9], labels=[3])
+        np.testing.assert_array_equal(
+            render_rgb(draw_predictions(blank_image(), result, "toy_boxes", PLAIN)),
+            render_rgb(draw_predictions(blank_image(), result, "detect", PLAIN)),
+        )
+    finally:
+        unregister_task("toy_boxes")
+
+
+def test_no_task_name_dispatch_in_lucid_viz(repo_root: Path) -> None:
+    pattern = re.compile(r"task ?(==|!=|in) ?[\"'(]")
+    source = repo_root / "packages" / "lucid-viz" / "src" / "lucid_viz"
+    hits = [
+        f"{path.name}:{n}"
+        for path in sorted(source.rglob("*.py"))
+        if path.name != "cli.py"  # the command line's argument choices
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if pattern.search(line)
+    ]
+    assert hits == []

@@ -1,11 +1,14 @@
 """COCO JSON ⇄ YOLO txt conversion, built on the readers so a converted dataset reads back to the same Targets.
 
+What is written follows the target fields of the source's task (`lucid_core.tasks.get_task(task)`): masks →
+polygons, keypoints → keypoints (and `kpt_shape`/`flip_idx`), rboxes → 4 corners; none → boxes only.
+
 - `write_yolo(source, output)`: `output/images/<split>/…` (symlinks to the originals, or copies),
   `output/labels/<split>/<stem>.txt`, and `output/data.yaml` (`path`, the split, `names`, `category_ids`,
-  `kpt_shape`/`flip_idx` for pose, `task`). Crowd instances are dropped (a YOLO line cannot mark them).
+  `kpt_shape`/`flip_idx` for keypoints, `task`). Crowd instances are dropped (a YOLO line cannot mark them).
   Coordinates are written with `decimals` significant digits (default 10: reads back to the same float32
   pixels; 6 gives the customary compact files).
-- `write_coco(source, output)`: `output/annotations/<instances|person_keypoints>_<split>.json` with images linked
+- `write_coco(source, output)`: `output/annotations/<instances|person_keypoints>_<split>.json` (keypoints) with images linked
   into `output/images/<split>/`. Category ids are `source.category_ids`; YOLO pose keypoints are named
   `left_i`/`right_i` for the pairs of `flip_idx` (`kpt_i` when a point maps to itself), so the COCO reader
   rebuilds the same `flip_idx`. OBB instances are written with their 4 corners as the segmentation polygon (see `readers.coco`).
@@ -23,6 +26,7 @@ import numpy as np
 import yaml
 
 from lucid_core.atomic import atomic_write_text
+from lucid_core.tasks import get_task
 from lucid_data.readers.common import polygon_area, rbox_to_corners
 from lucid_data.readers.probe import load_dataset
 from lucid_data.records import DatasetSource, ImageRecord, Task
@@ -69,7 +73,11 @@ def _obb_corners(record: ImageRecord, i: int) -> np.ndarray:
 
 
 def yolo_lines(record: ImageRecord, task: Task, decimals: int = 10) -> list[str]:
-    """YOLO label lines of one record (normalised by its size); crowd instances are skipped."""
+    """YOLO label lines of one record (normalised by its size); crowd instances are skipped.
+
+    The line format follows `task`'s target fields (`readers.yolo`): polygons, box + keypoints, corners or a box.
+    """
+    fields = get_task(task).target_fields
     h, w = record.size_hw
     t = record.targets
     scale = np.array([w, h], dtype=np.float64)
@@ -91,21 +99,21 @@ def yolo_lines(record: ImageRecord, task: Task, decimals: int = 10) -> list[str]
                 (box[3] - box[1]) / h,
             ]
         )
-        if task == "detect":
-            lines.append(f"{cls} {fmt(cxcywh)}")
-        elif task == "segment":
+        if "masks" in fields:
             if t.polygons is None:
                 raise ValueError(f"{record.path}: segment conversion needs polygons")
             lines.append(f"{cls} {fmt((t.polygons[i].astype(np.float64) / scale).reshape(-1))}")
-        elif task == "pose":
+        elif "keypoints" in fields:
             if t.keypoints is None:
                 raise ValueError(f"{record.path}: pose conversion needs keypoints")
             kp = t.keypoints[i].astype(np.float64).copy()
             kp[:, :2] /= scale
             lines.append(f"{cls} {fmt(cxcywh)} {fmt(kp.reshape(-1))}")
-        else:
+        elif "rboxes" in fields:
             corners = _obb_corners(record, i).astype(np.float64)
             lines.append(f"{cls} {fmt((corners / scale).reshape(-1))}")
+        else:
+            lines.append(f"{cls} {fmt(cxcywh)}")
     return lines
 
 
@@ -135,7 +143,7 @@ def write_yolo(
             "category_ids": [int(c) for c in source.category_ids],
         }
     )
-    if source.task == "pose" and source.kpt_shape is not None:
+    if "keypoints" in get_task(source.task).target_fields and source.kpt_shape is not None:
         data["kpt_shape"] = [int(source.kpt_shape[0]), 3]
         if source.flip_idx is not None:
             data["flip_idx"] = [int(i) for i in source.flip_idx]
@@ -157,13 +165,14 @@ def write_coco(source: DatasetSource, output: str | Path, *, copy_images: bool =
     """Write `source` as COCO JSON (+ linked images) under `output`; returns the JSON path."""
     output = Path(output)
     split = source.split
-    prefix = "person_keypoints" if source.task == "pose" else "instances"
+    fields = get_task(source.task).target_fields
+    prefix = "person_keypoints" if "keypoints" in fields else "instances"
     json_path = output / "annotations" / f"{prefix}_{split}.json"
     k = source.kpt_shape[0] if source.kpt_shape else 0
     categories: list[dict[str, Any]] = []
     for label, cat_id in enumerate(source.category_ids):
         cat: dict[str, Any] = {"id": int(cat_id), "name": source.names[label], "supercategory": ""}
-        if source.task == "pose":
+        if "keypoints" in fields:
             cat["keypoints"] = _keypoint_names(k, source.flip_idx)
             cat["skeleton"] = []
         categories.append(cat)
@@ -192,15 +201,15 @@ def write_coco(source: DatasetSource, output: str | Path, *, copy_images: bool =
                 "area": (x1 - x0) * (y1 - y0),
                 "iscrowd": int(t.iscrowd[i]),
             }
-            if source.task == "segment" and t.polygons is not None:
+            if "masks" in fields and t.polygons is not None:
                 poly = t.polygons[i].astype(np.float64)
                 ann["segmentation"] = [[float(v) for v in poly.reshape(-1)]]
                 ann["area"] = polygon_area(poly)
-            if source.task == "obb":
+            if "rboxes" in fields:
                 corners = _obb_corners(record, i).astype(np.float64)
                 ann["segmentation"] = [[float(v) for v in corners.reshape(-1)]]
                 ann["area"] = polygon_area(corners)
-            if source.task == "pose" and t.keypoints is not None:
+            if "keypoints" in fields and t.keypoints is not None:
                 kp = t.keypoints[i].astype(np.float64)
                 ann["keypoints"] = [float(v) if j % 3 != 2 else int(v) for j, v in enumerate(kp.reshape(-1))]
                 ann["num_keypoints"] = int((kp[:, 2] > 0).sum())

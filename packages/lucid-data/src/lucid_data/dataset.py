@@ -1,4 +1,8 @@
-"""`DetectionDataset`: a torch Dataset for detect / segment / pose / obb (no Lightning).
+"""`DetectionDataset`: a torch Dataset for every registered task (no Lightning).
+
+A sample carries the target fields its task declares (`lucid_core.tasks.get_task(task).target_fields`): masks →
+polygons (and the mask maps of `lucid_data.masks`), keypoints → keypoints, rboxes → rotated boxes with their
+polygons; boxes and classes always.
 
 Training (`augment=True`): the `AugmentPipeline` (mosaic, affine, HSV, flips, …; `AugmentConfig` defaults) on
 images whose long side is resized to imgsz. Evaluation (`augment=False`): `lucid_core.geometry.letterbox.letterbox`
@@ -7,7 +11,7 @@ so predictions map back to original pixels. After `use_rect_batches` (in-trainin
 `rect=True`), each image is instead resized to a long side of imgsz and padded to the stride-aligned shape of its
 aspect-sorted batch (`lucid_data.rect`).
 
-Reproducibility (issue 5): the augmentation of sample `index` is drawn from
+Reproducibility: the augmentation of sample `index` is drawn from
 `np.random.default_rng(np.random.SeedSequence([seed, epoch, index, rank]))` only, so batches are byte-identical
 for any `num_workers` (call `set_epoch` before creating each epoch's iterator). With `persistent_workers=True` the
 workers keep the dataset state they were started with, so a sampler there yields :class:`SampleKey` items instead
@@ -32,6 +36,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from lucid_core.geometry.letterbox import LetterboxInfo, letterbox
+from lucid_core.tasks import get_task
 from lucid_data.augment.geometry import (
     polygons_to_min_area_rboxes,
     rboxes_to_corners,
@@ -42,9 +48,12 @@ from lucid_data.augment.letterbox import resize_long_side
 from lucid_data.augment.pipeline import AugmentConfig, AugmentPipeline
 from lucid_data.cache import DEFAULT_DECODE_BUFFER_MIB, DEFAULT_MAX_FRACTION, RamImageCache, RecentDecodes
 from lucid_data.imageio import CorruptImageError, image_size, load_image, verify_image
-from lucid_data.masks import instance_masks, resample_polygons, segment_masks
+from lucid_data.masks import segment_masks
 from lucid_data.opencv_threads import single_threaded_worker
+from lucid_data.readers import load_dataset
 from lucid_data.records import DatasetSource, ImageRecord, Task
+from lucid_data.rect import RectBatches, rect_batches, rect_letterbox
+from lucid_data.rle import decode as decode_rle
 from lucid_data.targets import Targets
 
 __all__ = ["DetectionDataset", "ExcludedImage", "single_threaded_worker"]
@@ -133,8 +142,8 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         overlap_mask: segment samples carry one index map per image with their targets sorted by mask area
             (True, the reference default) instead of one 0/1 mask per instance (`lucid_data.masks`, R1–R6).
         defer_hsv: training samples carry their drawn HSV gains (`"hsv_gains"`, float64 (3,)) instead of the HSV
-            transform, for `lucid_data.augment.hsv_torch.augment_hsv_batch` on the training device (issue 18
-            `--data.device_hsv`); every other draw and pixel is unchanged.
+            transform, for `lucid_data.augment.hsv_torch.augment_hsv_batch` on the training device
+            (`--data.device_hsv`); every other draw and pixel is unchanged.
     """
 
     def __init__(
@@ -157,9 +166,11 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         overlap_mask: bool = True,
     ) -> None:
         if isinstance(source, (str, Path)):
-            source = _load_source(Path(source), split, task)
+            source = load_dataset(Path(source), split, task)
         self.source = source
         self.task: Task = task or source.task
+        #: the target fields every sample carries (the task's `target_fields`)
+        self.target_fields = get_task(self.task).target_fields
         self.names = dict(source.names)
         self.kpt_shape = source.kpt_shape
         self.flip_idx = list(source.flip_idx) if source.flip_idx is not None else None
@@ -168,7 +179,7 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         self.imgsz = int(imgsz)
         self.augment = bool(augment)
         self.config = augment_config or AugmentConfig()
-        if self.task == "pose" and self.flip_idx is None and self.kpt_shape is not None:
+        if "keypoints" in self.target_fields and self.flip_idx is None and self.kpt_shape is not None:
             if self.augment and self.config.fliplr > 0:
                 where = source.data_yaml or source.root
                 raise ValueError(
@@ -245,14 +256,12 @@ class DetectionDataset(Dataset[dict[str, Any]]):
     def num_classes(self) -> int:
         return len(self.names)
 
-    def use_rect_batches(self, batch_size: int, *, stride: int = 32, pad: float = 0.5) -> Any:
+    def use_rect_batches(self, batch_size: int, *, stride: int = 32, pad: float = 0.5) -> RectBatches:
         """Letterbox evaluation samples to rectangular, aspect-sorted batches (`lucid_data.rect.rect_batches`).
 
         Returns the `RectBatches` whose index batches a `RectBatchSampler` must serve (an image's shape is its
         batch's). Evaluation datasets only (`augment=False`).
         """
-        from lucid_data.rect import rect_batches
-
         if self.augment:
             raise ValueError(
                 "use_rect_batches: rectangular batches are for evaluation datasets (augment=False)"
@@ -349,7 +358,7 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         raise RuntimeError(f"{self.source.root}: no decodable image left in split {self.source.split!r}")
 
     def targets_for(self, index: int) -> Targets:
-        """The record's targets in original pixels, with exactly the fields this task needs."""
+        """The record's targets in original pixels, with exactly the task's target fields."""
         cached = self._targets.get(index)
         if cached is None:
             cached = self._prepare_targets(self.records[index])
@@ -359,7 +368,8 @@ class DetectionDataset(Dataset[dict[str, Any]]):
     def _prepare_targets(self, record: ImageRecord) -> Targets:
         t = record.targets
         polygons = keypoints = rboxes = None
-        if self.task == "segment":
+        fields = self.target_fields
+        if "masks" in fields:
             polygons = []
             for i in range(len(t)):
                 poly = t.polygons[i] if t.polygons is not None else np.zeros((0, 2), np.float32)
@@ -367,20 +377,18 @@ class DetectionDataset(Dataset[dict[str, Any]]):
                     poly = _mask_to_polygon(t.masks[i])
                 rle_i = record.rles[i] if record.rles is not None else None
                 if len(poly) < 3 and rle_i is not None:
-                    from lucid_data import rle
-
-                    poly = _mask_to_polygon(np.asarray(rle.decode(rle_i)).astype(bool))
+                    poly = _mask_to_polygon(np.asarray(decode_rle(rle_i)).astype(bool))
                 if len(poly) < 3:
                     poly = _box_polygon(t.boxes[i])
                 polygons.append(poly)
-        elif self.task == "pose":
+        if "keypoints" in fields:
             k = (
                 self.kpt_shape[0]
                 if self.kpt_shape
                 else (t.keypoints.shape[1] if t.keypoints is not None else 0)
             )
             keypoints = t.keypoints if t.keypoints is not None else np.zeros((len(t), k, 3), np.float32)
-        elif self.task == "obb":
+        if "rboxes" in fields:
             if t.rboxes is not None:
                 rboxes = t.rboxes
             else:
@@ -472,7 +480,7 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         }
         if hsv_gains:
             sample["hsv_gains"] = torch.from_numpy(np.asarray(hsv_gains[0], dtype=np.float64))
-        if self.task == "segment":
+        if "masks" in self.target_fields:
             seg = segment_masks(
                 targets.polygons or [],
                 targets.labels,
@@ -497,17 +505,10 @@ def _hwc_to_chw(image: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(image.transpose(2, 0, 1))
 
 
-def rasterize_masks(polygons: list[np.ndarray], image_hw: tuple[int, int], ratio: int) -> np.ndarray:
-    """Per-instance uint8 masks (N, H/ratio, W/ratio) of polygons in image pixels (`lucid_data.masks`, R1–R4)."""
-    return instance_masks(resample_polygons(polygons), image_hw, ratio)
-
-
 def _eval_letterbox(
     image: np.ndarray, targets: Targets, imgsz: int, fill: int
 ) -> tuple[np.ndarray, Targets, Any]:
     """The predict letterbox (lucid_core, auto=False, square imgsz); targets follow with the rounded gains."""
-    from lucid_core.geometry.letterbox import letterbox
-
     chw, info = letterbox(np.array(image), imgsz, auto=False, fill=fill)
     gx, gy = info.gain_wh
     moved = warp_targets(
@@ -520,9 +521,6 @@ def _rect_eval_letterbox(
     image: np.ndarray, targets: Targets, imgsz: int, shape_hw: tuple[int, int], fill: int
 ) -> tuple[np.ndarray, Targets, Any]:
     """Long-side resize to imgsz, then centred padding to the batch's ``shape_hw`` (`lucid_data.rect`)."""
-    from lucid_core.geometry.letterbox import LetterboxInfo
-    from lucid_data.rect import rect_letterbox
-
     h0, w0 = image.shape[:2]
     out, (new_w, new_h), (top, bottom, left, right) = rect_letterbox(image, imgsz, shape_hw, fill)
     info = LetterboxInfo(
@@ -539,13 +537,3 @@ def _rect_eval_letterbox(
         targets, scale_translation(new_w / w0, new_h / h0, left, top), info.input_hw, filter_candidates=False
     )
     return out, moved, info
-
-
-def _load_source(path: Path, split: str, task: Task | None) -> DatasetSource:
-    try:
-        from lucid_data.readers import load_dataset
-    except ImportError:  # readers package without the dispatcher yet: YOLO layout only
-        from lucid_data.readers.yolo import read_yolo
-
-        return read_yolo(path, split, task)
-    return load_dataset(path, split, task)

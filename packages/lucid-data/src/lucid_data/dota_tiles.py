@@ -1,8 +1,11 @@
 """DOTA devkit split and merge for evaluation: whole scenes → named tiles, tile detections → whole scenes.
 
+The tiling geometry (:func:`tile_windows`) and the greedy polygon NMS (:func:`polygon_nms`) live here;
+``readers.dota`` uses both to tile labelled scenes and merge tile predictions.
+
 Split (the DOTA devkit's ``ImgSplit`` / ``SplitOnlyImage``, github.com/CAPTAIN-WHU/DOTA_devkit): for every
 ``rate`` the scene is resized by that factor (bicubic; rate 1 leaves it untouched), then cut into ``tile_size``
-windows stepping ``tile_size − gap`` with the last window flush with the edge (``readers.dota.tile_windows`` — the
+windows stepping ``tile_size − gap`` with the last window flush with the edge (:func:`tile_windows` — the
 devkit's loop gives the same windows); a tile is named ``<scene>__<rate>__<left>___<up>`` with ``left``/``up`` the
 window origin in the RESIZED scene and ``rate`` written as ``%g`` (``1``, ``0.5``, ``1.5``). Defaults are the
 devkit's: tile 1024, gap 200, rates ``(1.0,)``; several rates give the multi-scale split. Only images are split
@@ -31,7 +34,7 @@ import numpy as np
 import torch
 
 from lucid_core.geometry.polygon_iou import paired_polygon_iou
-from lucid_data.readers.dota import tile_windows
+from lucid_data.imageio import IMAGE_SUFFIXES, load_image
 
 DEFAULT_TILE_SIZE = 1024
 DEFAULT_GAP = 200
@@ -41,6 +44,27 @@ MERGE_NMS_IOU = 0.1
 CROP_SIZE_FIELD_MIN = 64
 
 _TILE_NAME = re.compile(r"^(?P<scene>.+)__(?P<rate>\d+(?:\.\d+)?)__(?P<left>\d+)___(?P<up>\d+)$")
+
+
+def tile_windows(
+    height: int, width: int, tile_size: int = 1024, overlap: int = 200
+) -> list[tuple[int, int, int, int]]:
+    """(x0, y0, x1, y1) windows covering the scene; stride tile_size − overlap, last window flush with the edge."""
+    if not 0 <= overlap < tile_size:
+        raise ValueError(f"overlap must be in [0, tile_size), got overlap={overlap} tile_size={tile_size}")
+    stride = tile_size - overlap
+
+    def starts(n: int) -> list[int]:
+        if n <= tile_size:
+            return [0]
+        s = list(range(0, n - tile_size, stride))
+        return [*s, n - tile_size]
+
+    return [
+        (x, y, min(x + tile_size, width), min(y + tile_size, height))
+        for y in starts(height)
+        for x in starts(width)
+    ]
 
 
 @dataclass(frozen=True)
@@ -103,8 +127,6 @@ def split_image_dir(
     suffix: str = ".png",
 ) -> list[Path]:
     """Split every image of a folder (or the given files) into named tiles written under `output`."""
-    from lucid_data.imageio import IMAGE_SUFFIXES, load_image
-
     if isinstance(images, str | Path):
         folder = Path(images)
         files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)

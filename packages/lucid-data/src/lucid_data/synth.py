@@ -3,12 +3,12 @@
 `synthesize(task, output)` writes a YOLO-format dataset (`images/{train,val}`, `labels/{train,val}`, `data.yaml`)
 of coloured shapes on textured backgrounds; the class is the shape kind (circle, square, triangle, star, cross,
 ellipse, hexagon, pentagon — the first `num_classes`). Every annotation is exact because it is computed from the
-polygon that is drawn (cv2.fillPoly with 4 fractional bits): boxes are the polygon's hull, segment polygons are
-the drawn outline, OBB boxes are the shape's own rectangle (its local bounding box rotated with it; for obb the
-shapes are squashed along their local y axis by U(0.35, 0.75), so no rectangle is a square whose direction could not
-be seen — a rotated circle is an ellipse) and pose has
-5 keypoints per instance — the leftmost, rightmost, topmost and bottommost vertices and the centre — with
-`flip_idx = [1, 0, 2, 3, 4]` (left ↔ right on a horizontal flip).
+polygon that is drawn (cv2.fillPoly with 4 fractional bits). The labels follow the task's target field
+(`LABEL_FORMATS`): boxes are the polygon's hull (a task without target fields, e.g. detect), masks the drawn
+outline, rboxes the shape's own rectangle (its local bounding box rotated with it; the shapes are then squashed
+along their local y axis by U(0.35, 0.75), so no rectangle is a square whose direction could not be seen — a
+rotated circle is an ellipse) and keypoints are 5 per instance — the leftmost, rightmost, topmost and bottommost
+vertices and the centre — with `flip_idx = [1, 0, 2, 3, 4]` (left ↔ right on a horizontal flip).
 
 Objects are large (15–50 % of the image side by default), 1–4 per image, never overlapping, in saturated colours
 over a low-saturation textured background, so a small detector separates them quickly; all knobs are keyword
@@ -20,7 +20,8 @@ measured for the default 2,000 + 200 segment images at 160 px (shared 2-core mac
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -29,14 +30,24 @@ import numpy as np
 import yaml
 
 from lucid_core.atomic import atomic_write_bytes
+from lucid_core.tasks import TASKS, get_task
 from lucid_data.readers.geometry import canonical_rboxes
 
-__all__ = ["FLIP_IDX", "KEYPOINT_NAMES", "SHAPE_KINDS", "SynthConfig", "synthesize"]
+__all__ = [
+    "BOX_FORMAT",
+    "FLIP_IDX",
+    "KEYPOINT_NAMES",
+    "LABEL_FORMATS",
+    "SHAPE_KINDS",
+    "LabelFormat",
+    "SynthConfig",
+    "label_format",
+    "synthesize",
+]
 
 SHAPE_KINDS = ("circle", "square", "triangle", "star", "cross", "ellipse", "hexagon", "pentagon")
 KEYPOINT_NAMES = ("leftmost", "rightmost", "topmost", "bottommost", "centre")
 FLIP_IDX = [1, 0, 2, 3, 4]
-TASKS = ("detect", "segment", "pose", "obb")
 OBB_ASPECT = (0.35, 0.75)  # default `aspect` of the obb synthesis (squashed shapes, non-square rectangles)
 
 
@@ -224,22 +235,74 @@ def _rbox_corners(r: np.ndarray) -> np.ndarray:
     return np.stack((c + v1 + v2, c + v1 - v2, c - v1 - v2, c - v1 + v2))
 
 
-def _label_lines(task: str, instances: list[_Instance], s: int) -> list[str]:
+def _box_values(inst: _Instance, box: list[float], s: int) -> list[float]:
+    return box
+
+
+def _polygon_values(inst: _Instance, box: list[float], s: int) -> list[float]:
+    return list((inst.polygon / s).reshape(-1))
+
+
+def _keypoint_values(inst: _Instance, box: list[float], s: int) -> list[float]:
+    kpt = _keypoints(inst.polygon) / s
+    return box + [v for x, y in kpt for v in (x, y, 2.0)]
+
+
+def _corner_values(inst: _Instance, box: list[float], s: int) -> list[float]:
+    return list((_rbox_corners(inst.rbox) / s).reshape(-1))
+
+
+def _keypoint_yaml() -> dict[str, object]:
+    return {
+        "kpt_shape": [len(KEYPOINT_NAMES), 3],
+        "flip_idx": list(FLIP_IDX),
+        "kpt_names": list(KEYPOINT_NAMES),
+    }
+
+
+@dataclass(frozen=True)
+class LabelFormat:
+    """How the labels of one target field are synthesised.
+
+    ``values(instance, box, imgsz)`` gives the numbers of a label line after the class id (``box`` = normalised
+    cx, cy, w, h of the drawn polygon); ``defaults`` are `SynthConfig` defaults; ``yaml()`` the data-YAML keys.
+    """
+
+    values: Callable[[_Instance, list[float], int], list[float]]
+    defaults: Mapping[str, object] = field(default_factory=dict)
+    yaml: Callable[[], dict[str, object]] = dict
+
+
+#: A task without extra target fields writes boxes.
+BOX_FORMAT = LabelFormat(_box_values)
+#: Target field -> its label format (YOLO txt lines of `lucid_data.readers.yolo`).
+LABEL_FORMATS: dict[str, LabelFormat] = {
+    "masks": LabelFormat(_polygon_values),
+    "keypoints": LabelFormat(_keypoint_values, yaml=_keypoint_yaml),
+    "rboxes": LabelFormat(_corner_values, defaults={"aspect": OBB_ASPECT}),
+}
+
+
+def label_format(task: str) -> LabelFormat:
+    """The label format of `task`: the one of its target field, boxes when it declares none."""
+    fields = get_task(task).target_fields
+    unknown = [f for f in fields if f not in LABEL_FORMATS]
+    if unknown or len(fields) > 1:
+        raise ValueError(
+            f"synthesize: task {task!r} needs the target fields {list(fields)}; synthetic shapes give boxes and "
+            f"at most one of {sorted(LABEL_FORMATS)}"
+        )
+    return LABEL_FORMATS[fields[0]] if fields else BOX_FORMAT
+
+
+def _label_lines(fmt: LabelFormat, instances: list[_Instance], s: int) -> list[str]:
     lines = []
     for inst in instances:
         poly = inst.polygon
         x1, y1 = poly.min(0)
         x2, y2 = poly.max(0)
         box = [(x1 + x2) / 2 / s, (y1 + y2) / 2 / s, (x2 - x1) / s, (y2 - y1) / s]
-        if task == "detect":
-            values = box
-        elif task == "segment":
-            values = list((poly / s).reshape(-1))
-        elif task == "pose":
-            kpt = _keypoints(poly) / s
-            values = box + [v for x, y in kpt for v in (x, y, 2.0)]
-        else:
-            values = list((_rbox_corners(inst.rbox) / s).reshape(-1))
+        values = fmt.values(inst, box, s)
         lines.append(f"{inst.label} " + " ".join(f"{v:.6f}" for v in values))
     return lines
 
@@ -278,14 +341,16 @@ def synthesize(
     """Write a synthetic YOLO dataset for `task` under `output`; return the path of its data YAML.
 
     Extra keyword options are `SynthConfig` fields (min_objects, max_objects, min_size, max_size, rotate,
-    background_contrast, noise, image_format, jpeg_quality, aspect — default `OBB_ASPECT` for obb).
+    background_contrast, noise, image_format, jpeg_quality, aspect — default `OBB_ASPECT` for rboxes). The labels
+    follow the task's target field (`LABEL_FORMATS`; boxes for a task without one).
     """
     if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+        raise ValueError(f"task must be one of {tuple(TASKS)}, got {task!r}")
     if n_train < 1 or n_val < 0:
         raise ValueError(f"need n_train >= 1 and n_val >= 0, got {n_train}, {n_val}")
-    if task == "obb":
-        options.setdefault("aspect", OBB_ASPECT)
+    fmt = label_format(task)
+    for key, value in fmt.defaults.items():
+        options.setdefault(key, value)
     cfg = SynthConfig(imgsz=imgsz, num_classes=num_classes, **options)  # type: ignore[arg-type]
     root = Path(output).resolve()
     suffix = ".jpg" if cfg.image_format == "jpg" else ".png"
@@ -302,7 +367,7 @@ def synthesize(
                 raise RuntimeError(f"cv2 could not encode {suffix} image {i}")
             stem = f"{split}_{i:06d}"
             (image_dir / f"{stem}{suffix}").write_bytes(encoded.tobytes())
-            (label_dir / f"{stem}.txt").write_text("\n".join(_label_lines(task, instances, cfg.imgsz)) + "\n")
+            (label_dir / f"{stem}.txt").write_text("\n".join(_label_lines(fmt, instances, cfg.imgsz)) + "\n")
     data: dict[str, object] = {
         "path": ".",  # relative to this YAML (readers resolve it so), so the folder can be moved
         "train": "images/train",
@@ -310,10 +375,7 @@ def synthesize(
         "task": task,
         "names": {i: SHAPE_KINDS[i] for i in range(cfg.num_classes)},
     }
-    if task == "pose":
-        data["kpt_shape"] = [len(KEYPOINT_NAMES), 3]
-        data["flip_idx"] = list(FLIP_IDX)
-        data["kpt_names"] = list(KEYPOINT_NAMES)
+    data.update(fmt.yaml())
     yaml_path = root / "data.yaml"
     _write_atomic(yaml_path, yaml.safe_dump(data, sort_keys=False).encode())
     return yaml_path

@@ -1,6 +1,10 @@
-"""Overlays of predictions and ground truth on one image, for detect / segment / pose / obb.
+"""Overlays of predictions and ground truth on one image, for every task.
 
-Conventions (issue 8):
+What is drawn follows the fields a result or target carries (``masks``, ``polygons``, ``keypoints``, ``rboxes``),
+never the task name; the task only says which fields must be there (a task with ``rboxes`` among its target
+fields needs them, so its boxes are never drawn as their axis-aligned hull).
+
+Conventions:
 - colour is a function of the class index only (:func:`lucid_viz.colors.class_color`);
 - predictions are drawn solid (boxes, rotated rectangles, skeletons), instance masks as translucent fills, and
   labelled ``"<name> <score>"``; ground truth is drawn dashed and unfilled (dashed mask/polygon outlines, hollow
@@ -27,7 +31,15 @@ from matplotlib.patches import Polygon, Rectangle
 from lucid_viz.colors import class_color
 from lucid_viz.figures import new_figure
 from lucid_viz.geometry import rboxes_to_corners
-from lucid_viz.inputs import as_rgb_image, check_task, class_name, field_array, get_field, to_numpy
+from lucid_viz.inputs import (
+    as_rgb_image,
+    check_task,
+    class_name,
+    field_array,
+    get_field,
+    task_fields,
+    to_numpy,
+)
 
 # COCO person keypoint skeleton: the 19 edges of the COCO keypoints category ("skeleton", 1-based keypoint ids,
 # as stored in COCO keypoint annotation files, e.g. shared/data/coco-mmpose/test_coco.json), here 0-based.
@@ -145,13 +157,16 @@ def overlay_predictions(
     options: RenderOptions = RenderOptions(),
 ) -> Axes:
     """Draw ``result`` on ``axes`` that already show its image (the counterpart of draw_ground_truth)."""
-    check_task(task)
+    required = task_fields(task)
     if result is not None:
-        _draw_result(axes, result, task, options)
+        _draw_result(axes, result, task, required, options)
     return axes
 
 
-def _draw_result(axes: Axes, result: Any, task: str, options: RenderOptions) -> None:
+def _draw_result(
+    axes: Axes, result: Any, task: str, required: tuple[str, ...], options: RenderOptions
+) -> None:
+    """Masks (when present), then rotated boxes when present (else boxes), then keypoints when present."""
     what = "result"
     scores = field_array(result, "scores", (), what)
     labels = field_array(result, "labels", (), what)
@@ -163,16 +178,15 @@ def _draw_result(axes: Axes, result: Any, task: str, options: RenderOptions) -> 
     keep = np.flatnonzero(scores >= options.score_threshold)
     order = keep[np.argsort(scores[keep], kind="stable")]  # lowest first, so the best is drawn on top
     class_ids = labels.astype(np.int64)
-    if task == "segment":
-        masks = get_field(result, "masks")
-        if masks is not None and count:
-            _fill_masks(axes, _masks_array(masks, count, what), class_ids, order, options.mask_alpha)
-    if task == "obb":
-        rboxes = field_array(result, "rboxes", (5,), what)
-        if rboxes is None:
-            if count:
-                raise ValueError(f"{what}: task 'obb' needs 'rboxes' (N, 5); the result has none")
-            return
+    masks = get_field(result, "masks")
+    if masks is not None and count:
+        _fill_masks(axes, _masks_array(masks, count, what), class_ids, order, options.mask_alpha)
+    rboxes = field_array(result, "rboxes", (5,), what)
+    if rboxes is None and "rboxes" in required:
+        if count:
+            raise ValueError(f"{what}: task {task!r} needs 'rboxes' (N, 5); the result has none")
+        return
+    if rboxes is not None:
         _check_count(rboxes, count, what, "rboxes")
         corners = rboxes_to_corners(rboxes) if count else np.zeros((0, 4, 2))
         for i in order:
@@ -186,12 +200,11 @@ def _draw_result(axes: Axes, result: Any, task: str, options: RenderOptions) -> 
     for i in order:
         _rectangle(axes, boxes[i], class_ids[i], options, ground_truth=False)
         _label(axes, _box_corners(boxes[i]), class_ids[i], float(scores[i]), options)
-    if task == "pose":
-        keypoints = field_array(result, "keypoints", (-1, -1), what)
-        if keypoints is not None and count:
-            _check_count(keypoints, count, what, "keypoints")
-            for i in order:
-                _skeleton(axes, keypoints[i], class_ids[i], options, ground_truth=False)
+    keypoints = field_array(result, "keypoints", (-1, -1), what)
+    if keypoints is not None and count:
+        _check_count(keypoints, count, what, "keypoints")
+        for i in order:
+            _skeleton(axes, keypoints[i], class_ids[i], options, ground_truth=False)
 
 
 def draw_ground_truth(
@@ -203,22 +216,23 @@ def draw_ground_truth(
     """Draw one image's ground truth on ``axes`` (already showing the image), dashed and unfilled.
 
     ``targets`` is a ``lucid_data.Targets`` or a mapping with its fields: ``boxes`` (N, 4) xyxy and ``labels``
-    (N,), and per task ``polygons`` (list of (P, 2) arrays, or of lists of them) or ``masks`` (N, H, W) for
-    segment, ``keypoints`` (N, K, 3) with COCO visibility for pose, ``rboxes`` (N, 5) for obb. Returns ``axes``.
+    (N,), and those present of ``rboxes`` (N, 5; drawn instead of the boxes), ``polygons`` (list of (P, 2)
+    arrays, or of lists of them) or else ``masks`` (N, H, W) as outlines, ``keypoints`` (N, K, 3) with COCO
+    visibility. Returns ``axes``.
     """
-    check_task(task)
+    required = task_fields(task)
     what = "targets"
     labels = field_array(targets, "labels", (), what)
     if labels is None:
         raise ValueError(f"{what}: needs 'labels' (a lucid_data.Targets or a mapping with it)")
     class_ids = labels.astype(np.int64)
     count = len(class_ids)
-    if task == "obb":
-        rboxes = field_array(targets, "rboxes", (5,), what)
-        if rboxes is None:
-            if count:
-                raise ValueError(f"{what}: task 'obb' needs 'rboxes' (N, 5); the targets have none")
-            return axes
+    rboxes = field_array(targets, "rboxes", (5,), what)
+    if rboxes is None and "rboxes" in required:
+        if count:
+            raise ValueError(f"{what}: task {task!r} needs 'rboxes' (N, 5); the targets have none")
+        return axes
+    if rboxes is not None:
         _check_count(rboxes, count, what, "rboxes")
         corners = rboxes_to_corners(rboxes) if count else np.zeros((0, 4, 2))
         for i in range(count):
@@ -232,25 +246,23 @@ def draw_ground_truth(
     for i in range(count):
         _rectangle(axes, boxes[i], class_ids[i], options, ground_truth=True)
         _ground_truth_label(axes, _box_corners(boxes[i]), class_ids[i], options)
-    if task == "segment":
-        polygons = get_field(targets, "polygons")
-        masks = get_field(targets, "masks")
-        if polygons is not None:
-            if len(polygons) != count:
-                raise ValueError(f"{what}.polygons: {len(polygons)} entries for {count} labels")
-            for i, instance in enumerate(polygons):
-                for part in _polygon_parts(instance, f"{what}.polygons[{i}]"):
-                    _polygon(axes, part, class_ids[i], options, ground_truth=True)
-        elif masks is not None and count:
-            mask_array = _masks_array(masks, count, what)
-            for i in range(count):
-                _mask_outline(axes, mask_array[i], class_ids[i], options)
-    if task == "pose":
-        keypoints = field_array(targets, "keypoints", (-1, -1), what)
-        if keypoints is not None and count:
-            _check_count(keypoints, count, what, "keypoints")
-            for i in range(count):
-                _skeleton(axes, keypoints[i], class_ids[i], options, ground_truth=True)
+    polygons = get_field(targets, "polygons")
+    masks = get_field(targets, "masks")
+    if polygons is not None:
+        if len(polygons) != count:
+            raise ValueError(f"{what}.polygons: {len(polygons)} entries for {count} labels")
+        for i, instance in enumerate(polygons):
+            for part in _polygon_parts(instance, f"{what}.polygons[{i}]"):
+                _polygon(axes, part, class_ids[i], options, ground_truth=True)
+    elif masks is not None and count:
+        mask_array = _masks_array(masks, count, what)
+        for i in range(count):
+            _mask_outline(axes, mask_array[i], class_ids[i], options)
+    keypoints = field_array(targets, "keypoints", (-1, -1), what)
+    if keypoints is not None and count:
+        _check_count(keypoints, count, what, "keypoints")
+        for i in range(count):
+            _skeleton(axes, keypoints[i], class_ids[i], options, ground_truth=True)
     return axes
 
 

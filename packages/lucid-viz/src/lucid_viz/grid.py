@@ -15,9 +15,12 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from lucid_core.checkpoint import load
+from lucid_core.inference import predict
+from lucid_core.tasks import TASKS
 from lucid_viz.draw import DEFAULT_OPTIONS, RenderOptions, draw_ground_truth, overlay_predictions, show_image
 from lucid_viz.figures import new_figure
-from lucid_viz.inputs import TASKS, as_rgb_image, check_task, get_field, load_image_rgb
+from lucid_viz.inputs import as_rgb_image, check_task, get_field, load_image_rgb
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
@@ -64,16 +67,16 @@ def draw_grid(
     return figure
 
 
+#: result fields that tell a task apart, the most telling first
+TASK_FIELDS = ("rboxes", "keypoints", "masks")
+
+
 def infer_task(result: Any) -> str:
-    """The task a result belongs to, from the fields it carries (rboxes → obb, keypoints → pose, masks →
-    segment, else detect)."""
-    if get_field(result, "rboxes") is not None:
-        return "obb"
-    if get_field(result, "keypoints") is not None:
-        return "pose"
-    if get_field(result, "masks") is not None:
-        return "segment"
-    return "detect"
+    """The first registered task whose target fields are exactly the first of :data:`TASK_FIELDS` the result
+    carries (rboxes → obb, keypoints → pose, masks → segment), or none of them (detect)."""
+    present = next((name for name in TASK_FIELDS if get_field(result, name) is not None), None)
+    wanted = (present,) if present is not None else ()
+    return next((task.name for task in TASKS.values() if task.target_fields == wanted), "detect")
 
 
 def expand_sources(source: str | os.PathLike[str] | Sequence[Any]) -> list[Any]:
@@ -104,25 +107,21 @@ def show_predictions(
 ) -> Figure:
     """Predict with a checkpoint and draw a grid of the results, over ``annotations`` when given.
 
-    ``weights`` is a lucid checkpoint path (``lucid_core.checkpoint``; its class names and task are used unless
+    ``weights`` is a checkpoint path (``lucid_core.checkpoint.load``; its class names and task are used unless
     ``options.names`` / ``task`` are given) or a model; the call is
-    ``lucid_core.inference.predict(model, images, **predict_kwargs)`` (e.g. ``imgsz``, ``conf``), imported here,
-    lazily, so that importing lucid_viz never imports torch. ``predictor`` replaces ``predict`` (same call; the
-    checkpoint is then handed to it as given). ``images`` is a path, a directory or a list of paths / RGB
-    arrays; ``annotations`` holds one targets object per image, in original-image pixels (or None).
+    ``lucid_core.inference.predict(model, images, **predict_kwargs)`` (e.g. ``imgsz``, ``conf``). ``predictor``
+    replaces ``predict`` (same call; the checkpoint is then handed to it as given). ``images`` is a path, a
+    directory or a list of paths / RGB arrays; ``annotations`` holds one targets object per image, in
+    original-image pixels (or None).
     """
     sources = expand_sources(images)
     if annotations is not None and len(annotations) != len(sources):
         raise ValueError(f"show_predictions: {len(annotations)} annotations for {len(sources)} images")
     model = weights
     if predictor is None:
-        from lucid_core.inference import predict
-
         predictor = predict
         if isinstance(weights, str | os.PathLike):
-            from lucid_core.checkpoint import load_checkpoint
-
-            checkpoint = load_checkpoint(weights)
+            checkpoint = load(weights)
             model = checkpoint.model
             if options.names is None and checkpoint.names:
                 options = replace(options, names=list(checkpoint.names))

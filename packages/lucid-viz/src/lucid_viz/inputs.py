@@ -1,9 +1,10 @@
-"""Coercion of what callers hand to lucid-viz: images, results and targets, without importing torch or lucid_data.
+"""Coercion of what callers hand to lucid-viz: images, results, targets and task names.
 
 Results are ``lucid_core.results.Detections`` and targets are ``lucid_data.Targets`` (docs/INTERFACES.md), but
 both are read by duck typing (attributes ``boxes``, ``scores``, ``labels``, ``masks``, ``polygons``,
-``keypoints``, ``rboxes``) or from a plain mapping with the same keys, so lucid-viz depends on neither package at
-import time. Tensors are recognised by their ``detach``/``cpu``/``numpy`` methods.
+``keypoints``, ``rboxes``) or from a plain mapping with the same keys, so lucid-viz never imports lucid_data.
+Task names are checked against the task table of ``lucid_core.tasks``. Tensors are recognised by their
+``detach``/``cpu``/``numpy`` methods.
 """
 
 from __future__ import annotations
@@ -14,15 +15,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image, ImageOps
 
-TASKS = ("detect", "segment", "pose", "obb")
+from lucid_core.tasks import TASKS
 
 
 def check_task(task: str) -> str:
-    """Return ``task`` if it is one of :data:`TASKS`, else raise a ValueError naming the value."""
+    """Return ``task`` if it is a registered task (``lucid_core.tasks``), else raise a ValueError naming it."""
     if task not in TASKS:
         raise ValueError(f"task must be one of {', '.join(TASKS)}; got {task!r}")
     return task
+
+
+def task_fields(task: str) -> tuple[str, ...]:
+    """The target fields (``masks``, ``keypoints``, ``rboxes``) registered task ``task`` declares."""
+    return TASKS[check_task(task)].target_fields
 
 
 def to_numpy(value: Any) -> np.ndarray:
@@ -93,8 +100,6 @@ def as_rgb_image(image: Any, what: str = "image") -> np.ndarray:
 
 def load_image_rgb(path: str | os.PathLike[str]) -> np.ndarray:
     """Decode the image file at ``path`` to (H, W, 3) uint8 RGB (EXIF orientation applied)."""
-    from PIL import Image, ImageOps  # Pillow is a dependency of matplotlib
-
     file_path = Path(path)
     if not file_path.is_file():
         raise FileNotFoundError(f"{file_path}: no such image file")

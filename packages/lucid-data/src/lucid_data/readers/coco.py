@@ -1,14 +1,17 @@
 """COCO JSON datasets (COCO data format, "Object Instance Annotations" / "Keypoint Detection").
 
 - Categories sorted by id map to contiguous labels 0..nc-1 (`DatasetSource.category_ids` maps back).
+What is read follows the target fields the task declares (`lucid_core.tasks.get_task(task).target_fields`):
+masks → polygons/RLE, keypoints → keypoints, rboxes → the corner polygon read as a rotated box; none → boxes only.
+
 - `bbox` [x, y, w, h] → xyxy pixels clipped to the image; annotations whose clipped box is empty are skipped
   and listed in `problems` (they cannot be trained on and cannot be written as YOLO lines).
-- segment task: polygon parts are joined into one outline (`merge_polygon_parts`), clipped to the image, and
+- masks (segment): polygon parts are joined into one outline (`merge_polygon_parts`), clipped to the image, and
   the box is the outline's hull (the same rule as YOLO segment labels, so a COCO dataset and its YOLO
   conversion give identical Targets). RLE segmentations (crowd regions) are kept raw in `ImageRecord.rles`
   (decode with `lucid_data.rle.decode`), their outline is the largest external contour of the decoded mask.
 - keypoints [x1, y1, v1, ...] → (K, 3); `flip_idx` is derived from the keypoint names by swapping `left`/`right`.
-- obb task (lucid-data's own convention, no COCO standard exists): the first segmentation polygon holds the
+- rboxes (obb; lucid-data's own convention, no COCO standard exists): the first segmentation polygon holds the
   4 corners of the oriented box (more points: their minimum-area rectangle), bbox = the corners' hull; a
   degenerate polygon (zero area: repeated or collinear corners, or non-finite values) is listed in `problems`
   and skipped, like an empty box.
@@ -25,7 +28,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from lucid_data import rle as rle_codec
+from lucid_core.tasks import get_task
 from lucid_data.readers.common import (
     LabelError,
     LabelProblem,
@@ -34,6 +37,7 @@ from lucid_data.readers.common import (
     rbox_to_corners,
 )
 from lucid_data.records import DatasetSource, ImageRecord, Task
+from lucid_data.rle import decode as decode_rle
 from lucid_data.targets import Targets
 
 __all__ = ["find_coco_json", "flip_idx_from_names", "image_dir_candidates", "read_coco"]
@@ -57,7 +61,7 @@ def flip_idx_from_names(names: list[str]) -> list[int]:
 
 def find_coco_json(folder: Path, split: str, task: Task | None) -> Path:
     """The annotation JSON of `split` in `folder/annotations/` (or `folder`): a single JSON is taken as is;
-    otherwise the one whose name contains the split, preferring `person_keypoints` for pose."""
+    otherwise the one whose name contains the split, preferring `person_keypoints` for a task with keypoints."""
     ann_dir = folder / "annotations" if (folder / "annotations").is_dir() else folder
     files = sorted(ann_dir.glob("*.json"))
     if not files:
@@ -67,7 +71,8 @@ def find_coco_json(folder: Path, split: str, task: Task | None) -> Path:
     matching = [f for f in files if split in f.stem]
     if not matching:
         raise FileNotFoundError(f"{ann_dir}: no JSON for split {split!r} among {[f.name for f in files]}")
-    prefer = "person_keypoints" if task == "pose" else "instances"
+    keypoints = task is not None and "keypoints" in get_task(task).target_fields
+    prefer = "person_keypoints" if keypoints else "instances"
     matching.sort(key=lambda f: (prefer not in f.stem, len(f.name)))
     return matching[0]
 
@@ -128,8 +133,10 @@ def read_coco(
     kpt_names = next((c["keypoints"] for c in categories if c.get("keypoints")), None)
     if task is None:
         task = "pose" if kpt_names else "detect"
+    fields = get_task(task).target_fields
+    want_masks, want_keypoints, want_rboxes = (f in fields for f in ("masks", "keypoints", "rboxes"))
     k = len(kpt_names) if kpt_names else 0
-    if task == "pose" and not k:
+    if want_keypoints and not k:
         raise ValueError(f"{json_path}: pose task but no category lists `keypoints`")
     images = sorted(data["images"], key=lambda im: str(im["file_name"]))
     img_dir = _resolve_image_dir(
@@ -154,19 +161,19 @@ def read_coco(
             seg = ann.get("segmentation")
             raw_rle = None
             poly = None
-            if task == "segment":
+            if want_masks:
                 if isinstance(seg, list) and seg:
                     parts = [np.asarray(p, dtype=np.float64).reshape(-1, 2) for p in seg if len(p) >= 6]
                     poly = merge_polygon_parts(parts).astype(np.float64) if parts else None
                 elif isinstance(seg, dict):
                     raw_rle = seg
-                    poly = _rle_outline(rle_codec.decode(seg)).astype(np.float64)
+                    poly = _rle_outline(decode_rle(seg)).astype(np.float64)
                 if poly is None or len(poly) < 3:
                     problems.append(LabelProblem(json_path, 0, f"{where}: no usable segmentation"))
                     continue
                 poly = np.clip(poly, 0, [w, h])
                 box = np.concatenate([poly.min(0), poly.max(0)])
-            if task == "obb":
+            if want_rboxes:
                 if not (isinstance(seg, list) and seg and len(seg[0]) >= 8):
                     problems.append(
                         LabelProblem(json_path, 0, f"{where}: obb needs a corner polygon segmentation")
@@ -196,11 +203,11 @@ def read_coco(
             boxes.append(box)
             labels.append(cat_to_label[cat])
             crowd.append(bool(ann.get("iscrowd", 0)))
-            if task in ("segment", "obb") and poly is not None:  # only once the instance is kept (aligned)
+            if (want_masks or want_rboxes) and poly is not None:  # only once the instance is kept (aligned)
                 polys.append(poly)
-            if task == "segment":
+            if want_masks:
                 rles.append(raw_rle)
-            if task == "pose":
+            if want_keypoints:
                 kp = ann.get("keypoints") or [0.0] * (3 * k)
                 if len(kp) != 3 * k:
                     problems.append(
@@ -213,9 +220,9 @@ def read_coco(
         targets = Targets(
             boxes=np.array(boxes, dtype=np.float32).reshape(n, 4),
             labels=np.array(labels, dtype=np.int64),
-            polygons=polys if task in ("segment", "obb") else None,
-            rboxes=corners_to_rbox(np.array(polys).reshape(n, 4, 2)) if task == "obb" else None,
-            keypoints=np.array(kpts, dtype=np.float32).reshape(n, k, 3) if task == "pose" else None,
+            polygons=polys if want_masks or want_rboxes else None,
+            rboxes=corners_to_rbox(np.array(polys).reshape(n, 4, 2)) if want_rboxes else None,
+            keypoints=np.array(kpts, dtype=np.float32).reshape(n, k, 3) if want_keypoints else None,
             iscrowd=np.array(crowd, dtype=bool),
             image_id=im["id"],
             orig_size=(h, w),
@@ -226,7 +233,7 @@ def read_coco(
                 targets=targets,
                 image_id=im["id"],
                 size_hw=(h, w),
-                rles=rles if task == "segment" and any(r is not None for r in rles) else None,
+                rles=rles if want_masks and any(r is not None for r in rles) else None,
             )
         )
     if (
@@ -239,8 +246,8 @@ def read_coco(
         records=records,
         names=names,
         task=task,
-        kpt_shape=(k, 3) if task == "pose" else None,
-        flip_idx=flip_idx_from_names(list(kpt_names)) if task == "pose" and kpt_names else None,
+        kpt_shape=(k, 3) if want_keypoints else None,
+        flip_idx=flip_idx_from_names(list(kpt_names)) if want_keypoints and kpt_names else None,
         category_ids=[int(c["id"]) for c in categories],
         root=img_dir,
         split=split,

@@ -20,8 +20,12 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import torch
+import yaml
 
-from lucid_data.imageio import IMAGE_SUFFIXES, CorruptImageError, image_size
+from lucid_core.geometry.polygon_iou import paired_polygon_iou
+from lucid_data.dota_tiles import polygon_nms, tile_windows
+from lucid_data.imageio import IMAGE_SUFFIXES, CorruptImageError, image_size, load_image
 from lucid_data.readers.common import LabelError, LabelProblem, corners_to_rbox, polygon_area, rbox_to_corners
 from lucid_data.records import DatasetSource, ImageRecord
 from lucid_data.targets import Targets
@@ -200,27 +204,6 @@ def read_dota(
     )
 
 
-def tile_windows(
-    height: int, width: int, tile_size: int = 1024, overlap: int = 200
-) -> list[tuple[int, int, int, int]]:
-    """(x0, y0, x1, y1) windows covering the scene; stride tile_size − overlap, last window flush with the edge."""
-    if not 0 <= overlap < tile_size:
-        raise ValueError(f"overlap must be in [0, tile_size), got overlap={overlap} tile_size={tile_size}")
-    stride = tile_size - overlap
-
-    def starts(n: int) -> list[int]:
-        if n <= tile_size:
-            return [0]
-        s = list(range(0, n - tile_size, stride))
-        return [*s, n - tile_size]
-
-    return [
-        (x, y, min(x + tile_size, width), min(y + tile_size, height))
-        for y in starts(height)
-        for x in starts(width)
-    ]
-
-
 def _clip_convex(poly: np.ndarray, window: tuple[int, int, int, int]) -> np.ndarray:
     x0, y0, x1, y1 = window
     rect = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=np.float32)
@@ -276,10 +259,6 @@ def tile_targets(
 
 def polygon_iou(a: np.ndarray, b: np.ndarray) -> float:
     """IoU of two convex polygons (P, 2), exact in float64 (`lucid_core.geometry.polygon_iou`)."""
-    import torch
-
-    from lucid_core.geometry.polygon_iou import paired_polygon_iou
-
     pa = torch.as_tensor(np.asarray(a, dtype=np.float64).reshape(1, -1, 2))
     pb = torch.as_tensor(np.asarray(b, dtype=np.float64).reshape(1, -1, 2))
     return float(paired_polygon_iou(pa, pb)[0])
@@ -305,8 +284,6 @@ def merge_tile_predictions(
     if not rbs:
         return np.zeros((0, 5), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64)
     rboxes, scores, labels = np.concatenate(rbs), np.concatenate(scs), np.concatenate(lbs)
-    from lucid_data.dota_tiles import polygon_nms  # the devkit merge's greedy polygon NMS (one home)
-
     corners = rbox_to_corners(rboxes).astype(np.float64)
     kept = [np.zeros(0, np.int64)]
     for c in np.unique(labels):
@@ -330,10 +307,6 @@ def write_tiles(
     Tiles are named `<scene>__<tile_size>__<x0>___<y0>.png` (the DOTA tile naming of `../shared/data/README.md`)
     in `output/images/<split>/` with labels in `output/labels/<split>/`; returns `output/data.yaml`.
     """
-    import yaml
-
-    from lucid_data.imageio import load_image
-
     output = Path(output)
     split = source.split
     (output / "images" / split).mkdir(parents=True, exist_ok=True)

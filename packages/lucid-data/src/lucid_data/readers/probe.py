@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lucid_core.tasks import get_task
 from lucid_data.readers.coco import find_coco_json, read_coco
 from lucid_data.readers.dota import read_dota
 from lucid_data.readers.yolo import read_yolo
@@ -67,6 +68,6 @@ def load_dataset(
     if layout == "coco":
         json_path = target if target.is_file() else find_coco_json(target, split, task)
         return read_coco(json_path, split, task, strict=strict)
-    if task not in (None, "obb"):
+    if task is not None and get_task(task).target_fields != ("rboxes",):
         raise ValueError(f"{path}: DOTA labels are oriented boxes (task obb), not {task!r}")
     return read_dota(target, split, strict=strict)

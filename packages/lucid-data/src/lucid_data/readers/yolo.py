@@ -2,15 +2,17 @@
 file per image, found by replacing the last `images` folder of the image path with `labels` and the suffix with
 `.txt` (format as described in `../shared/data/README.md`, "Formats").
 
-Label lines (coordinates normalised by image width/height, class id first):
-- detect: `cls cx cy w h`; segment / obb lines are also accepted (box = their axis-aligned hull);
-- segment: `cls x1 y1 ... xn yn` (n ≥ 3), or a 5-number box (polygon = the box rectangle);
-- pose: `cls cx cy w h` + K·(x y v) or K·(x y) per `kpt_shape` (for D = 2, v = 2 unless x = y = 0, then 0);
-- obb: `cls x1 y1 x2 y2 x3 y3 x4 y4` corners → rbox fitted with `cv2.minAreaRect` (see `readers.common`).
+Label lines (coordinates normalised by image width/height, class id first); the line format follows the target
+fields the task declares (`lucid_core.tasks.get_task(task).target_fields`):
+- no extra field (detect): `cls cx cy w h`; polygon / corner lines are also accepted (box = their hull);
+- masks (segment): `cls x1 y1 ... xn yn` (n ≥ 3), or a 5-number box (polygon = the box rectangle);
+- keypoints (pose): `cls cx cy w h` + K·(x y v) or K·(x y) per `kpt_shape` (for D = 2, v = 2 unless x = y = 0,
+  then 0);
+- rboxes (obb): `cls x1 y1 x2 y2 x3 y3 x4 y4` corners → rbox fitted with `cv2.minAreaRect` (see `readers.common`).
 
 Boxes/polygons of detect/segment/pose may exceed [0, 1] by at most `COORD_TOLERANCE` (then clipped to the
 image); OBB corners are kept as labelled (rotated objects at the border stick out). Extra YAML keys read here:
-`task` (detect|segment|pose|obb) and `category_ids` (label → original dataset category id, written by
+`task` (a name of the `lucid_core.tasks` table) and `category_ids` (label → original dataset category id, written by
 `lucid_data.convert` so a COCO → YOLO conversion keeps the COCO ids), and for pose `kpt_sigmas` (alias
 `kpt_oks_sigmas`): the dataset's own per-keypoint OKS sigmas, K positive numbers, used by the pose loss and the
 keypoint metric (fixture README "pose_loss_*.pt", step 5; defaults there when absent).
@@ -30,6 +32,7 @@ from typing import Any, cast
 import numpy as np
 import yaml
 
+from lucid_core.tasks import TASKS, get_task
 from lucid_data.imageio import IMAGE_SUFFIXES, CorruptImageError, image_size
 from lucid_data.readers.common import LabelError, LabelProblem, corners_to_rbox
 from lucid_data.records import DatasetSource, ImageRecord, Task
@@ -48,7 +51,6 @@ __all__ = [
 ]
 
 COORD_TOLERANCE = 0.01  # normalised coordinates in [-0.01, 1.01] are clipped, beyond that they are an error
-TASKS: tuple[Task, ...] = ("detect", "segment", "pose", "obb")
 
 
 class YoloDataConfig:
@@ -97,7 +99,7 @@ class YoloDataConfig:
         self.category_ids = [int(c) for c in cat] if cat is not None else list(range(len(self.names)))
         task = raw.get("task")
         if task is not None and task not in TASKS:
-            raise ValueError(f"{yaml_path}: task must be one of {TASKS}, got {task!r}")
+            raise ValueError(f"{yaml_path}: task must be one of {tuple(TASKS)}, got {task!r}")
         self.task = cast(Task | None, task)
 
     def split_spec(self, split: str) -> Any:
@@ -259,7 +261,11 @@ def parse_label_file(
     kpt_shape: tuple[int, int] | None = None,
     image_id: int | str = 0,
 ) -> tuple[Targets, list[LabelProblem]]:
-    """Targets (pixels) of one label file and every bad line as a `LabelProblem` (bad lines are skipped)."""
+    """Targets (pixels) of one label file and every bad line as a `LabelProblem` (bad lines are skipped).
+
+    The line format and the optional `Targets` fields follow `task`'s target fields (module docstring).
+    """
+    fields = get_task(task).target_fields
     h, w = size_hw
     problems: list[LabelProblem] = []
     boxes: list[np.ndarray] = []
@@ -270,7 +276,7 @@ def parse_label_file(
     scale = np.array([w, h], dtype=np.float64)
     # utf-8-sig: a label file saved with a UTF-8 byte-order mark (Windows editors) reads like one without
     lines = label_path.read_text(encoding="utf-8-sig").splitlines() if label_path.is_file() else []
-    if task == "pose" and kpt_shape is None:
+    if "keypoints" in fields and kpt_shape is None:
         raise ValueError(f"{label_path}: pose labels need kpt_shape (set it in the data YAML)")
     for lineno, line in enumerate(lines, start=1):
         tokens = line.split()
@@ -295,7 +301,7 @@ def parse_label_file(
         n = coords.size
         poly: np.ndarray | None = None
         kpts: np.ndarray | None = None
-        if task == "pose":
+        if "keypoints" in fields:
             assert kpt_shape is not None
             k, d = kpt_shape
             if n != 4 + k * d:
@@ -314,7 +320,7 @@ def parse_label_file(
                 # nd = 2 (fixtures README, pose section): the reference's dataset appends visibility 1, or 0 where
                 # a label coordinate is negative (its "unlabelled" marker); (0, 0) is a labelled corner keypoint.
                 kpts[:, 2] = np.where((kp[:, 0] < 0) | (kp[:, 1] < 0), 0.0, 1.0)
-        elif task == "obb":
+        elif "rboxes" in fields:
             if n != 8:
                 bad(f"expected 9 numbers (cls x1 y1 x2 y2 x3 y3 x4 y4), got {n + 1}")
                 continue
@@ -341,7 +347,9 @@ def parse_label_file(
                 lo, hi = poly.min(0), poly.max(0)
                 box_n = np.concatenate([(lo + hi) / 2, hi - lo])
             else:
-                expected = "5 numbers (cls cx cy w h)" if task == "detect" else "cls x1 y1 ... xn yn (n >= 3)"
+                expected = (
+                    "cls x1 y1 ... xn yn (n >= 3)" if "masks" in fields else "5 numbers (cls cx cy w h)"
+                )
                 bad(f"expected {expected}, got {n + 1} numbers")
                 continue
         cx, cy, bw, bh = box_n
@@ -366,13 +374,13 @@ def parse_label_file(
     targets = Targets(
         boxes=np.array(boxes, dtype=np.float32).reshape(n_inst, 4),
         labels=np.array(labels, dtype=np.int64),
-        polygons=polygons if task == "segment" else ([c for c in corners] if task == "obb" else None),
+        polygons=polygons if "masks" in fields else (list(corners) if "rboxes" in fields else None),
         keypoints=(
             np.array(keypoints, dtype=np.float32).reshape(n_inst, kpt_shape[0], 3)
-            if task == "pose" and kpt_shape is not None
+            if "keypoints" in fields and kpt_shape is not None
             else None
         ),
-        rboxes=corners_to_rbox(np.array(corners).reshape(n_inst, 4, 2)) if task == "obb" else None,
+        rboxes=corners_to_rbox(np.array(corners).reshape(n_inst, 4, 2)) if "rboxes" in fields else None,
         image_id=image_id,
         orig_size=size_hw,
     )
@@ -429,7 +437,7 @@ def read_yolo(
     kpt_shape = cfg.kpt_shape if cfg else None
     label_paths = [label_path_for(p) for p in images]
     task = task or (cfg.task if cfg else None) or infer_yolo_task(label_paths, kpt_shape)
-    if task == "pose" and kpt_shape is None:
+    if "keypoints" in get_task(task).target_fields and kpt_shape is None:
         raise ValueError(f"{path}: pose task needs `kpt_shape` in the data YAML")
     names = cfg.names if cfg else None
     records: list[ImageRecord] = []
