@@ -1,5 +1,5 @@
 """lucid-accel: opt-in GPU fast paths for lucid-YOLO training, each byte-identical to the native path it replaces
-and each with a native fallback taken with one warning where it does not apply (issue 19).
+and each with a native fallback taken with one warning where it does not apply.
 
 ``AccelConfig`` holds the flags (``capture_network``, ``capture_orthogonalization``, ``capture_updates``,
 ``fused_assignment``; all off by default); ``AccelSession`` is the hook object a trainer attaches. Importing this

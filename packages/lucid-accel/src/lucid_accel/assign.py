@@ -1,16 +1,11 @@
-"""``--accel.fused_assignment``: the task-aligned assigner with its dense stages as Triton kernels (issue 19).
+"""``--accel.fused_assignment``: the task-aligned assigner with its dense stages as Triton kernels.
 
-:class:`FusedAssigner` wraps a ``lucid_core.assign.TaskAlignedAssigner`` (it is installed in place of a loss's
-``assigner`` by :func:`fuse_assigners`) and runs the assigner's own steps (``shared/fixtures/README.md``, section
-"assigner_public.pt"), with the candidate test + class-score gather, the alignment metric and the conflict
-resolution replaced by the kernels of :mod:`lucid_accel.kernels.assign`: it passes itself as the ``stages`` of
-the wrapped assigner's ``assign`` (``lucid_core.assign.DenseStages``), so the overlap (the task seam
-``overlaps``), top-k and target building are the wrapped assigner's own code, not a copy. A task variant that
-overrides the candidate test keeps its own test (only the gather, metric and conflict kernels apply).
-
-The native assigner runs instead — with one warning — when the kernels do not apply: no Triton, a non-CUDA device
-(CPU tests set ``TRITON_INTERPRET=1`` to run the kernels on the host), a non-float32 input, tracing/compiling,
-exponents the metric kernel declines, or a first launch that fails.
+:class:`FusedAssigner` wraps a ``lucid_core.assign.TaskAlignedAssigner`` (installed in place of a loss's
+``assigner`` by :func:`fuse_assigners`) and passes itself as the ``stages`` of the wrapped assigner's ``assign``
+(``lucid_core.assign.DenseStages``): the candidate test + class-score gather, the alignment metric and the conflict
+resolution run as the kernels of :mod:`lucid_accel.kernels.assign`; overlaps, top-k and target building stay the
+wrapped assigner's own code (``shared/fixtures/README.md``, section "assigner_public.pt"). The native assigner runs
+instead, with one warning, where the kernels do not apply (:meth:`FusedAssigner.why_not`).
 """
 
 from __future__ import annotations
@@ -24,6 +19,7 @@ from torch import Tensor
 
 from lucid_accel.kernels import assign as kernels
 from lucid_accel.notices import FallbackNotices, tracing
+from lucid_core.assign import TaskAlignedAssigner
 
 PATH = "fused_assignment"
 
@@ -46,8 +42,6 @@ class FusedAssigner:
         """The reason the kernels do not apply to these inputs, or None when they do."""
         if self.disabled:
             return "disabled after a failed launch"
-        from lucid_core.assign import TaskAlignedAssigner
-
         own = type(self.inner)
         if own.__call__ is not TaskAlignedAssigner.__call__ or own.assign is not TaskAlignedAssigner.assign:
             return f"{type(self.inner).__name__} has its own assignment pipeline"
@@ -100,8 +94,6 @@ class FusedAssigner:
         extras: Mapping[str, Tensor],
     ) -> tuple[Tensor, Tensor]:
         """The candidate test + class-score gather kernel; a task variant's own candidate test stays its own."""
-        from lucid_core.assign import TaskAlignedAssigner
-
         inner = self.inner
         if type(inner).candidates is not TaskAlignedAssigner.candidates:  # e.g. rotated boxes: eager
             result: tuple[Tensor, Tensor] = inner.candidates_and_scores(
@@ -124,8 +116,6 @@ class FusedAssigner:
 def fuse_assigners(criterion: Any, notices: FallbackNotices) -> int:
     """Replace every ``assigner`` of a lucid-core loss (its branches included) by a :class:`FusedAssigner`;
     returns how many were replaced (0 for an objective without a task-aligned assigner)."""
-    from lucid_core.assign import TaskAlignedAssigner
-
     count = 0
     seen: set[int] = set()
     stack = [criterion]

@@ -1,4 +1,4 @@
-"""The opt-in acceleration flags (issue 19): every one defaults to off and has a native fallback.
+"""The opt-in acceleration flags: every one defaults to off and has a native fallback.
 
 This module imports nothing beyond the standard library, so a trainer can build its ``--accel.*`` flag group from
 :class:`AccelConfig` without importing torch-level machinery.

@@ -1,30 +1,13 @@
-"""``--accel.capture_network``: the network's training forward + backward replayed as CUDA graphs (issue 19).
+"""``--accel.capture_network``: the network's training forward + backward replayed as CUDA graphs.
 
 :class:`CapturedNetwork` is called instead of ``model(images)`` in a training step. Per input signature (shape,
-dtype, strides, device, autocast state) it records, once, a forward graph and a backward graph of the model on
-owned input/output buffers (``torch.cuda.graph``, the recipe of ``torch.cuda.make_graphed_callables``: a few
-warm-up iterations on a side stream, then capture into a shared private pool). Each call copies the images into
-the owned input, replays the forward and returns the model's output structure (e.g. ``TrainOutput``) around the
-owned output tensors; the loss's backward replays the backward graph and hands the parameter gradients to
-autograd, which accumulates them exactly as the native backward would (``p.grad`` set, or ``+=`` when present).
-Targets, assignment, loss, optimizer and EMA stay eager.
-
-Identity with the native step:
-
-* warm-up runs the network, so every buffer (BatchNorm running statistics, ``num_batches_tracked``) is saved
-  before and restored after it; the recorded graph then updates them on every replay exactly like an eager
-  forward;
-* an output the objective does not use gets no gradient (``None``): such a step's backward is computed natively
-  instead of replayed — the forward graph also snapshots every buffer before updating it, so the buffers are put
-  back, the network is run eagerly once more on the same input (the same kernels, so the same outputs and the same
-  single buffer update) and autograd differentiates only the used outputs. Parameters reached only from unused
-  outputs therefore get no gradient at all (``p.grad`` stays ``None``, no materialised zeros that would advance
-  optimizer state), and the others get exactly the native sums;
-* a new signature (last batch, close_mosaic, rect shapes) records a new pair of graphs (at most
-  ``max_recordings``, least recently used dropped).
-
-The native forward runs instead — with one warning — on CPU/MPS, without CUDA graphs, in eval mode or without
-grad, while tracing/compiling, under distributed training, or when recording/first replay fails.
+strides, dtype, device, autocast state) it records a forward and a backward graph on owned buffers (the recipe of
+``torch.cuda.make_graphed_callables``) and replays them: buffers (BatchNorm statistics) update as in an eager
+forward, gradients reach ``p.grad`` through autograd's own accumulation, and a step whose objective leaves outputs
+without gradient has its backward computed natively (:meth:`CapturedNetwork.native_backward`). How identity with
+the native step is kept: ``packages/lucid-accel/README.md``, "How identity is kept". The native forward runs
+instead, with one warning, on CPU/MPS, without CUDA graphs, in eval mode or without grad, while tracing/compiling,
+under distributed training, or when recording or a first replay fails.
 """
 
 from __future__ import annotations
@@ -137,7 +120,8 @@ class _Replay(torch.autograd.Function):
 
 
 class CapturedNetwork:
-    """Calls ``model(images)`` through recorded CUDA graphs where they apply (see the module docstring)."""
+    """Calls ``model(images)`` through recorded CUDA graphs where they apply (:meth:`why_not`); a new signature
+    records a new pair of graphs, at most ``max_recordings`` kept (least recently used dropped)."""
 
     def __init__(
         self, model: nn.Module, notices: FallbackNotices | None = None, max_recordings: int = 3
@@ -215,7 +199,8 @@ class CapturedNetwork:
     ) -> tuple[Tensor | None, ...]:
         """The backward of a step whose objective left some outputs without gradient, computed natively: put the
         buffers back to their pre-forward values, rerun the network eagerly on the same input (one buffer update,
-        the same outputs) and differentiate only the used outputs (see the module docstring)."""
+        the same outputs) and differentiate only the used outputs; parameters reached only from unused outputs get
+        no gradient (``None``, not zeros that would advance optimizer state)."""
         self.notices.fallback(
             "capture_network (a step with unused outputs)",
             "the objective left some network outputs without gradient; that step's backward is recomputed",

@@ -1,23 +1,13 @@
 """``--accel.capture_orthogonalization`` / ``--accel.capture_updates``: MuSGD's Newton–Schulz and update
-preparation replayed as CUDA graphs (issue 19).
+preparation replayed as CUDA graphs.
 
-:func:`attach_musgd_replay` installs, on one ``lucid_core.optim.MuSGD`` instance, replacements of its two seams:
-
-* ``_orthogonalise(directions, dtype)`` — the batched quintic Newton–Schulz. Per set of direction shapes it
-  records ``newton_schulz5(stack).float()`` for every shape batch on owned stacked inputs; each step copies the
-  directions into them (the copy ``torch.stack`` makes natively) and replays. No learning rate or state is
-  involved, so every step replays.
-* ``_muon_directions(params, group)`` and ``_sgd_directions(params, group)`` — the Muon buffer update
-  ``m = μ·m + (1 − μ)·g`` (+ Nesterov direction) and the SGD preparation ``g + wd·p``, ``b = μ·b + g'`` (+
-  Nesterov). They are recorded by running MuSGD's own methods under capture with ``p.grad`` pointed at owned
-  gradient buffers; each step copies the gradients in and replays. The learning rate and the parameter write
-  (``p.add_``) stay outside the graph. Momentum and weight decay are kernel scalars, so a recording is keyed by
-  their values and made only once the same values were seen on two consecutive steps (the momentum warm-up
-  changes μ every optimizer step: those steps run natively); a first step of a parameter (buffer creation) runs
-  natively too. Loading optimizer state, or any change of a state tensor's identity, drops the recordings.
-
-The graphs run the same kernels on the same values as the native calls. The native methods run instead — with
-one warning per path — on CPU/MPS, while tracing, or after a failed recording.
+:func:`attach_musgd_replay` replaces two seams of one ``lucid_core.optim.MuSGD`` instance: ``_orthogonalise``
+(recorded per set of direction shapes on owned stacked inputs; every step replays) and ``_muon_directions`` /
+``_sgd_directions`` (MuSGD's own methods recorded with ``p.grad`` pointed at owned buffers; the learning rate and
+the parameter write stay eager). An update recording is keyed by the momentum and weight decay it bakes in and is
+made only once the same values were seen on two consecutive steps, so momentum warm-up steps and a parameter's
+first step run natively; loading optimizer state drops the recordings. The native methods run instead, with one
+warning per path, on CPU/MPS, while tracing, or after a failed recording.
 """
 
 from __future__ import annotations
@@ -31,6 +21,8 @@ import torch
 from torch import Tensor
 
 from lucid_accel.notices import FallbackNotices, tracing
+from lucid_core.optim import MuSGD
+from lucid_core.optim.musgd import newton_schulz5
 
 ORTHO_PATH = "capture_orthogonalization"
 UPDATES_PATH = "capture_updates"
@@ -67,7 +59,7 @@ class _UpdateRecording:
 
 
 class MuSGDReplay:
-    """The replacements installed on one MuSGD instance (see the module docstring)."""
+    """The replacements installed on one MuSGD instance; :meth:`detach` restores the native methods."""
 
     def __init__(
         self, optimizer: Any, notices: FallbackNotices, orthogonalization: bool, updates: bool
@@ -136,8 +128,6 @@ class MuSGDReplay:
         return [r for r in results if r is not None]
 
     def _record_ortho(self, directions: list[Tensor], dtype: torch.dtype) -> _OrthoRecording:
-        from lucid_core.optim.musgd import newton_schulz5
-
         batches = self.optimizer._batches_for(directions)
         inputs = [
             torch.stack([directions[i].reshape(directions[i].shape[0], -1) for i in indices])
@@ -244,8 +234,6 @@ def attach_musgd_replay(
     optimizer: Any, notices: FallbackNotices, *, orthogonalization: bool, updates: bool
 ) -> MuSGDReplay | None:
     """Install the replay on a MuSGD optimizer; warn once and return None for any other optimizer."""
-    from lucid_core.optim import MuSGD
-
     if not isinstance(optimizer, MuSGD):
         for flag, on in ((ORTHO_PATH, orthogonalization), (UPDATES_PATH, updates)):
             if on:

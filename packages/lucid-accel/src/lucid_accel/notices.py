@@ -1,4 +1,4 @@
-"""One warning per fast path when it falls back to the native path (issue 19: "taken — with one warning")."""
+"""One warning per fast path when it falls back to the native path."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The hook object a trainer attaches: one :class:`AccelSession` per training run (issue 19).
+"""The hook object a trainer attaches: one :class:`AccelSession` per training run.
 
 lucid-accel does not depend on Lightning; lucid-train builds a session from its ``--accel.*`` flags at fit start
 and calls :meth:`AccelSession.attach` (network, optimizer, objective) and :meth:`AccelSession.forward` in its
@@ -11,7 +11,10 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from lucid_accel.assign import fuse_assigners
 from lucid_accel.config import AccelConfig
+from lucid_accel.graph_network import CapturedNetwork
+from lucid_accel.graph_optim import MuSGDReplay, attach_musgd_replay
 from lucid_accel.notices import FallbackNotices
 
 
@@ -21,8 +24,8 @@ class AccelSession:
     def __init__(self, config: AccelConfig | dict[str, Any] | None = None) -> None:
         self.config = AccelConfig.from_value(config)
         self.notices = FallbackNotices()
-        self.network: Any = None  # lucid_accel.graph_network.CapturedNetwork
-        self.optimizer_replay: Any = None  # lucid_accel.graph_optim.MuSGDReplay
+        self.network: CapturedNetwork | None = None
+        self.optimizer_replay: MuSGDReplay | None = None
         self.fused_assigners = 0
 
     @property
@@ -33,12 +36,8 @@ class AccelSession:
         """Install the fast paths of the enabled flags on ``model``, the raw ``optimizer`` and ``criterion``."""
         cfg = self.config
         if cfg.capture_network:
-            from lucid_accel.graph_network import CapturedNetwork
-
             self.network = CapturedNetwork(model, self.notices)
         if cfg.capture_orthogonalization or cfg.capture_updates:
-            from lucid_accel.graph_optim import attach_musgd_replay
-
             if optimizer is None:
                 self.notices.fallback("capture_updates", "no optimizer was attached")
             else:
@@ -49,8 +48,6 @@ class AccelSession:
                     updates=cfg.capture_updates,
                 )
         if cfg.fused_assignment:
-            from lucid_accel.assign import fuse_assigners
-
             self.fused_assigners = fuse_assigners(criterion, self.notices) if criterion is not None else 0
             if not self.fused_assigners:
                 self.notices.fallback("fused_assignment", "the objective has no task-aligned assigner")

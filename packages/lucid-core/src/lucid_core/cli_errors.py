@@ -1,4 +1,4 @@
-"""One error boundary for every lucid console script (issue 13, "One error boundary for every console script").
+"""One error boundary for every lucid console script (docs/TRAINING.md, "Failure behaviour").
 
 A mistake the user can fix (a bad label, a missing split, a refused checkpoint, a wrong flag value, a full or
 read-only disk) is printed as ONE paragraph ``<prog>: error: <message>`` naming the file, flag or value, and the
@@ -81,6 +81,7 @@ def register_known_errors(*types: type[BaseException]) -> None:
 
 def known_error_types() -> tuple[type[BaseException], ...]:
     """The registered user-facing error types, lucid-core's own included."""
+    # deferred: lucid_core.checkpoint imports torch, and this module stays torch-free
     from lucid_core.checkpoint import CheckpointError
 
     register_known_errors(CheckpointError, CheckpointImportError, RefusedGlobalError)

@@ -1,18 +1,11 @@
 """Model size and cost: ``model_info(model, imgsz) -> ModelInfo(params, gflops)``.
 
 FLOPs come from :class:`torch.utils.flop_counter.FlopCounterMode` (2 FLOPs per multiply-accumulate of
-convolutions, transposed convolutions, linears and matmuls) on a ``meta``-device copy of the model, so counting
-an x-scale model at 1024 costs no arithmetic. The model is counted in the mode it is in (training mode: both
-branches of end-to-end heads and the semantic branch of YOLO26 segmentation are run).
-
-Counting rule, chosen to land on the reference's ``gflops_*`` (shared/fixtures/README.md: thop MACs × 2 on a
-1x3xSxS input, model as built): convolution FLOPs as FlopCounterMode counts them, plus
-``BN_FLOPS_PER_ELEMENT`` = 8 FLOPs per BatchNorm output element (thop counts an affine normalisation as 4 ops
-per element, doubled by the ×2). Fitted on yolov8n/yolo11n/yolo26n (the remainder is < 0.01 %); activations,
-pooling and upsampling count 0 in both. FlopCounterMode also counts the PSA attention matmuls, which thop
-does not see (< 0.3 %). Training-only auxiliary outputs (YOLO26's semantic-segmentation branch and RLE sigma
-convs, ``head.auxiliary_module_names()``) are not counted: the reference's totals leave them out (they match
-to 0.01 % only without them). All 60 models land within 1 % (tests/core/test_core_model_params.py).
+convolutions, transposed convolutions, linears and matmuls) on a ``meta``-device copy of the model, counted in the
+mode it is in, plus :data:`BN_FLOPS_PER_ELEMENT` per BatchNorm output element; activations, pooling and upsampling
+count 0, and training-only auxiliary outputs (``head.auxiliary_module_names()``) are left out. The rule lands on
+the reference's ``gflops_*`` (shared/fixtures/README.md: thop MACs × 2 on a 1x3xSxS input, model as built) within
+1 % for every model (tests/core/test_core_model_params.py).
 """
 
 from __future__ import annotations
@@ -31,6 +24,7 @@ class ModelInfo:
     gflops: float
 
 
+#: thop counts an affine normalisation as 4 ops per element, doubled by the reference's MACs × 2.
 BN_FLOPS_PER_ELEMENT = 8
 
 

@@ -1,18 +1,11 @@
-"""Opt-in RAM cache of decoded uint8 images (`cache="ram"`).
+"""Opt-in RAM cache of decoded uint8 images (`cache="ram"`) and the per-process buffer of recent decodes.
 
-The cache holds the images exactly as the dataset's load step returns them (training: long side resized to
-imgsz, i.e. the *prepared* image mosaic and letterbox only copy from; evaluation: the original decode), so cached
-and uncached pipelines produce identical samples (tested byte for byte). Before decoding anything it estimates the
-bytes needed (h·w·3 per image, from the header sizes), prints that RAM bill, and refuses with the numbers when it
-exceeds `max_fraction` of MemAvailable in /proc/meminfo (Linux `proc(5)`; the dataset's `cache_max_fraction`,
-default 0.7).
-
-Sharing (issue 18): the pixels live in one contiguous uint8 arena allocated once, and every cached image is a
-read-only view into it. The dataset fills it eagerly in the main process, so forked DataLoader workers map the
-same physical pages copy-on-write: nothing ever writes to the arena after the fill (reference counting touches the
-small view objects, not the pixel pages), so no worker makes a private copy and the resident memory of a run
-does not grow with the number of workers or epochs (`tests/data/test_data_cache_memory.py`, slow). Under the
-``spawn`` start method the dataset, arena included, is pickled into each worker instead (one copy per worker).
+The cache holds the images exactly as the dataset's load step returns them, so cached and uncached pipelines
+produce identical samples. Before decoding anything it estimates the bytes needed (h·w·3 per image, from the header
+sizes), prints that RAM bill, and refuses with the numbers when it exceeds `max_fraction` of MemAvailable in
+/proc/meminfo (Linux `proc(5)`). The pixels live in one contiguous uint8 arena filled in the main process and every
+cached image is a read-only view into it, so forked DataLoader workers share its pages copy-on-write; under
+``spawn`` each worker gets a pickled copy (docs/DATA.md, "The dataset, collate and the RAM cache").
 """
 
 from __future__ import annotations
@@ -147,16 +140,12 @@ class RamImageCache:
 
 
 class RecentDecodes:
-    """The most recently decoded images of one process, bounded in bytes (the uncached path's reuse, issue 18).
+    """The most recently decoded images of one process, bounded in bytes (the uncached path's reuse).
 
-    A mosaic sample loads four images; without a cache every one of them is decoded again each time it is drawn.
-    This keeps the last decodes, least recently used out first, so an image drawn again while it is still here
-    is not decoded twice. It stores exactly what the load step returned (read-only afterwards), so a sample is
-    the same bytes whether its images came from here or from the decoder (tested); only the time differs. Unlike
-    `RamImageCache` it is filled lazily and lives in each worker separately, so its bill is per process:
-    ``max_bytes`` (the dataset's ``decode_buffer_mib``) × the number of loader processes, and no more. The
-    reference's own uncached dataset also reuses recently loaded images (measured black-box: 4 distinct COCO
-    images per mosaic sample take it about one decode per sample), so this is what the incumbent's "no cache" is.
+    Keeps the last decodes, least recently used out first, exactly as the load step returned them (read-only
+    afterwards), so an image drawn again while it is still here is not decoded twice and a sample is the same bytes
+    either way. Filled lazily in each loader process separately: the bill is ``max_bytes`` (the dataset's
+    ``decode_buffer_mib``) per process. A pickled copy starts empty.
 
     Args:
         max_bytes: the most pixel bytes held at once; an image larger than that alone is not kept. 0 = off.

@@ -1,15 +1,10 @@
 """Image decoding: `load_image(path) -> (H, W, 3) uint8 RGB`, with corrupt/truncated files detected.
 
-Decoder choice (measured, 1 thread, this repo's sample JPEGs): OpenCV `imdecode` 1.3 ms vs Pillow 2.5 ms for a
-640x480 COCO JPEG, 6.9 ms vs 11.9 ms for the 1080x810 `bus.jpg`, pixel-identical (both use libjpeg-turbo).
-OpenCV's `IMREAD_COLOR` mode (documented in `cv::ImreadModes`) already converts grayscale and palette images to
-3 channels, drops alpha, scales 16-bit samples to 8 bits and applies the EXIF orientation tag, which is exactly
-the behaviour wanted here, and it is the decode the reference fixtures record (`../shared/data/README.md`,
-"Integrity": OpenCV `imread` BGR pixels). Only the channel order is swapped to RGB.
-
-OpenCV decodes a truncated JPEG partially without an error, so JPEG files are also checked for the EOI marker
-(JPEG, ITU-T T.81 B.1.1.3: `FF D9` ends every image; inside entropy-coded data `FF` is always stuffed with
-`00` or followed by a restart marker, so `FF D9` near the end of the file can only be the EOI).
+OpenCV `imdecode` with `IMREAD_COLOR` (`cv::ImreadModes`: grayscale and palette images to 3 channels, alpha dropped,
+16-bit samples scaled to 8 bits, EXIF orientation applied), the decode the reference fixtures record
+(`../shared/data/README.md`, "Integrity": OpenCV `imread` BGR pixels), swapped to RGB. OpenCV decodes a truncated
+JPEG partially without an error, so JPEG files are also checked for the EOI marker `FF D9` near their end (JPEG,
+ITU-T T.81 B.1.1.3; inside entropy-coded data `FF` is always stuffed or followed by a restart marker).
 """
 
 from __future__ import annotations
@@ -18,6 +13,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 
 __all__ = ["IMAGE_SUFFIXES", "CorruptImageError", "image_size", "load_image", "verify_image"]
 
@@ -72,8 +68,6 @@ def image_size(path: str | Path) -> tuple[int, int]:
 
     Uses Pillow's lazy header parsing (no pixel decode); a 90°/270° EXIF orientation swaps h and w.
     """
-    from PIL import Image, UnidentifiedImageError
-
     path = Path(path)
     try:
         with Image.open(path) as im:

@@ -1,16 +1,10 @@
 """OpenCV's thread pool across ``fork()``: one thread in a forked child, the parent's count kept.
 
-OpenCV's pthreads pool does not survive ``fork()``. A child forked while the parent's pool threads exist (they
-start at the parent's first parallel cv2 call on a large enough image: synthesis, building the RAM cache, a
-0-worker pass, in-process validation) can block forever on a pool mutex in its first parallel cv2 call, even
-after ``cv2.setNumThreads(1)`` in the child. Measured on opencv-python 5.0 (2 threads): forking right after a
-640x640 ``warpAffine``, 2 of 5 children hung; with the pool stopped before the fork, 0 of 200.
-
-:func:`install_fork_hooks` (run when ``lucid_data`` is imported) registers ``os.register_at_fork`` hooks, so every
-fork a DataLoader (or user code) makes is safe: before the fork the pool is stopped (``setNumThreads(1)`` joins
-its threads), the child keeps one OpenCV thread (a DataLoader worker's share of a small machine), and the parent
-gets its previous count back (its pool restarts lazily at the next parallel call). Pixel results are the same for
-any thread count. ``subprocess`` does not run these hooks (it execs), and they do nothing when the count is 1.
+OpenCV's pthreads pool does not survive ``fork()``: a child forked while the parent's pool threads exist can block
+forever in its first parallel cv2 call, even after ``cv2.setNumThreads(1)`` in the child. :func:`install_fork_hooks`
+(run when ``lucid_data`` is imported) registers ``os.register_at_fork`` hooks: before a fork the pool is stopped
+(``setNumThreads(1)`` joins its threads), the child keeps one OpenCV thread and the parent gets its previous count
+back. Pixel results are the same for any thread count; ``subprocess`` does not run these hooks (it execs).
 """
 
 from __future__ import annotations

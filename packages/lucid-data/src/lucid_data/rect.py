@@ -1,6 +1,6 @@
 """Rectangular validation batches: aspect-sorted batches, each letterboxed to its own stride-aligned shape.
 
-The reference validates with ``rect=True`` (issue 12 "Validation protocol"): images are sorted by aspect ratio
+The reference validates with ``rect=True`` (docs/TRAINING.md, "Validation protocol"): images are sorted by aspect ratio
 ``h / w`` and cut into batches of ``batch_size``; batch ``i`` gets the shape (in units of ``imgsz``)
 
 * ``[max_ar, 1]`` when every aspect ratio in it is < 1 (all landscape),

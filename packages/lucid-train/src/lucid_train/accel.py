@@ -1,4 +1,4 @@
-"""``--accel.*``: lucid-accel's opt-in GPU fast paths in a training run (issue 19).
+"""``--accel.*``: lucid-accel's opt-in GPU fast paths in a training run.
 
 :class:`AccelFlags` is the flag group of ``lucid-train`` (``--accel.capture_network true`` ...), linked into the
 module's ``accel`` argument as a plain mapping; it mirrors ``lucid_accel.AccelConfig`` field for field (tested) so
@@ -60,7 +60,7 @@ def attach_accel(module: Any, flags: dict[str, bool]) -> Any:
     if not any(flags.values()):
         return None
     try:
-        from lucid_accel import AccelSession
+        from lucid_accel import AccelSession  # the lucid-train[cuda] extra
     except ImportError as exc:
         enabled = sorted(k for k, v in flags.items() if v)
         raise TrainingSetupError(

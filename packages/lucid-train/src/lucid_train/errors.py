@@ -1,4 +1,4 @@
-"""Errors raised by lucid-train with one-paragraph messages naming what was expected (issue 6 "Failure behaviour")."""
+"""Errors raised by lucid-train, with one-paragraph messages naming what was expected (docs/TRAINING.md)."""
 
 from __future__ import annotations
 

@@ -1,22 +1,6 @@
-"""Lightning loggers of a lucid-train run: the defaults, ``--trainer.logger CLASS`` without a ``save_dir``, and
-``config.yaml`` in the run directory whatever the loggers.
-
-- :func:`default_loggers`: what a run logs to when no ``--trainer.logger`` is given - Lightning's ``CSVLogger``
-  (``RUN/csv/version_N/metrics.csv``) plus its ``TensorBoardLogger`` (``RUN/tensorboard/version_N/events.*``,
-  so ``tensorboard --logdir runs`` shows every run) when ``tensorboard`` (the ``lucid-train[tensorboard]`` extra)
-  or ``tensorboardX`` is installed. ``--trainer.logger false`` logs nothing. Our own ``RUN/metrics.csv`` and
-  ``RUN/metrics.jsonl`` (:class:`~lucid_train.callbacks.RunArtifacts`: atomic, one row per epoch) are written
-  either way; the loggers get their own sub-folders, so neither ever writes the other's file.
-- ``--trainer.logger lightning.pytorch.loggers.CSVLogger`` (any Lightning logger, by class path or by name):
-  Lightning requires ``save_dir`` for CSV/TensorBoard; when the command line gives none,
-  :func:`with_logger_save_dir` adds ``--trainer.logger.save_dir`` = the run directory (resolved after the
-  fresh-run-directory rule by :func:`resolve_logger_dirs`), for every logger whose constructor takes one.
-- :class:`RunDirConfig`: LightningCLI's ``SaveConfigCallback`` writes ``config.yaml`` into ``trainer.log_dir``,
-  which becomes the first logger's folder once a logger is set; this one writes it into the run directory
-  (``trainer.default_root_dir``), where ``lucid-train fit --config RUN/config.yaml`` expects it.
-- :func:`drop_lightning_tips`: Lightning 2.6 prints a "💡 Tip" advertising its hosted experiment logger on every
-  run without one; lucid-train is offline-first (nothing leaves the machine unless asked), so the CLI and the
-  Python facade drop that one notice. Every other Lightning message is kept.
+"""Lightning loggers of a lucid-train run: the defaults (:func:`default_loggers`), ``--trainer.logger CLASS``
+without a ``save_dir`` (:func:`with_logger_save_dir`), ``config.yaml`` in the run directory whatever the loggers
+(:class:`RunDirConfig`), and Lightning's hosted-logger tip dropped (:func:`drop_lightning_tips`).
 """
 
 from __future__ import annotations
@@ -30,7 +14,7 @@ from typing import Any
 
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
-from lightning.pytorch.loggers import Logger
+from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
 
 #: placeholder ``save_dir`` replaced by the run directory once it is known (before instantiation).
 RUN_DIR_TOKEN = "<lucid-run-dir>"
@@ -53,7 +37,11 @@ class _DropLightningTips(logging.Filter):
 
 
 def drop_lightning_tips() -> None:
-    """Install :class:`_DropLightningTips` on Lightning's rank-zero logger (idempotent)."""
+    """Install :class:`_DropLightningTips` on Lightning's rank-zero logger (idempotent).
+
+    Lightning prints a "💡 Tip" advertising its hosted experiment logger on every run without one; lucid-train is
+    offline-first, so the CLI and the Python facade drop that one notice and keep every other message.
+    """
     log = logging.getLogger(LIGHTNING_RANK_ZERO_LOGGER)
     if not any(isinstance(f, _DropLightningTips) for f in log.filters):
         log.addFilter(_DropLightningTips())
@@ -65,9 +53,13 @@ def tensorboard_available() -> bool:
 
 
 def default_loggers(run_dir: str | Path) -> list[Logger]:
-    """``CSVLogger`` (+ ``TensorBoardLogger`` when available) writing under ``run_dir`` (module docstring)."""
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+    """What a run logs to when no ``--trainer.logger`` is given (``--trainer.logger false`` logs nothing).
 
+    Lightning's ``CSVLogger`` (``RUN/csv/version_N/metrics.csv``) plus its ``TensorBoardLogger``
+    (``RUN/tensorboard/version_N/events.*``) when :func:`tensorboard_available` (the ``lucid-train[tensorboard]``
+    extra). Their sub-folders never hold ``RUN/metrics.csv`` / ``RUN/metrics.jsonl``, which
+    :class:`~lucid_train.callbacks.RunArtifacts` writes either way.
+    """
     loggers: list[Logger] = [CSVLogger(str(run_dir), name=CSV_LOGS)]
     if tensorboard_available():
         loggers.append(TensorBoardLogger(str(run_dir), name=TENSORBOARD_LOGS))
@@ -96,7 +88,12 @@ def _takes_save_dir(value: str) -> bool:
 
 
 def with_logger_save_dir(args: list[str]) -> list[str]:
-    """``args`` with ``--trainer.logger.save_dir RUN_DIR_TOKEN`` after a ``--trainer.logger CLASS`` that has none."""
+    """``args`` with ``--trainer.logger.save_dir RUN_DIR_TOKEN`` after a ``--trainer.logger CLASS`` that has none.
+
+    Lightning requires ``save_dir`` for its CSV/TensorBoard loggers; the token is added for every logger (class path
+    or a name in ``lightning.pytorch.loggers``) whose constructor takes one, and :func:`resolve_logger_dirs`
+    replaces it by the run directory once that is known.
+    """
     if any(a.startswith(("--trainer.logger.save_dir", "--trainer.logger.init_args.save_dir")) for a in args):
         return args
     out: list[str] = []
@@ -131,7 +128,9 @@ def resolve_logger_dirs(logger: Any, run_dir: Path) -> None:
 
 
 class RunDirConfig(SaveConfigCallback):
-    """``config.yaml`` in ``trainer.default_root_dir`` (the run directory), not in the first logger's folder.
+    """``config.yaml`` in ``trainer.default_root_dir`` (the run directory), not in the first logger's folder
+    (LightningCLI's ``SaveConfigCallback`` writes into ``trainer.log_dir``), where ``lucid-train fit --config
+    RUN/config.yaml`` expects it.
 
     Built with ``save_to_log_dir=False``; Lightning calls :meth:`save_config` on rank zero only.
     """

@@ -1,24 +1,10 @@
 """How long idle OpenMP threads spin before they sleep, for the ``lucid-train`` process.
 
-PyTorch's CPU kernels run on GNU OpenMP (libgomp). Between two parallel regions an idle libgomp thread spins for
-``GOMP_SPINCOUNT`` iterations before it sleeps; unset, that is 300,000 (the libgomp manual, "GOMP_SPINCOUNT"). A
-training step is thousands of short parallel regions, so the training process's threads keep spinning on cores
-that its DataLoader workers, or another job on the machine, need. Measured with the embedded default run (2 cores,
-2 torch threads, 1 worker; ``lucid-train fit`` for 4 epochs, identical metrics in every case):
-
-============================  ==================  =========================================
-GOMP_SPINCOUNT                one run alone        two runs at once (epoch 0, each run)
-============================  ==================  =========================================
-unset (300,000)               51.8-53.6 s          675-682 s
-20,000                        50.6-51.2 s          102 s
-**10,000** (set here)         49.6 s               67 s
-3,000                         57.0-57.5 s          41 s
-``OMP_WAIT_POLICY=PASSIVE``   98.6-99.2 s          -
-============================  ==================  =========================================
-
-libgomp reads the variable once, when it is loaded (with torch), so :func:`limit_openmp_spinning` runs at the top
-of :mod:`lucid_train.cli`, before anything imports torch. It changes nothing when torch is already loaded or the
-user set ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``; the scheduling of the work, and so every result, is the same.
+PyTorch's CPU kernels run on GNU OpenMP (libgomp), whose idle threads spin ``GOMP_SPINCOUNT`` iterations (300,000
+when unset; the libgomp manual, "GOMP_SPINCOUNT") between parallel regions, on cores that the DataLoader workers or
+another job need. libgomp reads the variable once, when it is loaded (with torch), so
+:func:`limit_openmp_spinning` runs at the top of :mod:`lucid_train.cli`, before anything imports torch. Scheduling
+only: every result is the same. Measurements: docs/TRAINING.md, "OpenMP threads on a shared CPU".
 """
 
 from __future__ import annotations
@@ -27,7 +13,7 @@ import os
 import sys
 from collections.abc import MutableMapping
 
-#: idle spins before a libgomp thread sleeps in lucid-train (module docstring: the measurements).
+#: idle spins before a libgomp thread sleeps in lucid-train (docs/TRAINING.md: the measurements).
 SPINCOUNT = "10000"
 
 

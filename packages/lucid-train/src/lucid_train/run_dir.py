@@ -1,17 +1,10 @@
-"""Exclusive run directories: concurrent runs never share one (issue 13, "Run directories").
+"""Exclusive run directories: concurrent runs never share one.
 
-A run takes the first of ``runs/<name>``, ``runs/<name>2``, ``runs/<name>3``, ... that holds no finished-run marker
-(``last.ckpt`` for a fit, ``config.yaml`` for validate/test/predict) and whose claim file :data:`CLAIM_FILE` it can
-create with ``O_CREAT | O_EXCL``: the operating system lets exactly one process create a given file, so two runs
-started at the same moment get two directories. The claim file stays (it records the pid and the command), so a
-killed run's directory is never reused by a new run either; resuming with ``--ckpt_path`` continues in the
-checkpoint's own directory and claims nothing.
-
-Multi-process (DDP) runs: Lightning starts ranks 1..N-1 as child processes running the same command; they must use
-rank 0's directory, not claim their own. Rank 0 records its claim in the environment variable :data:`CLAIM_ENV`
-(inherited by the children); a process whose parent made the claim adopts it.
-
-Standard library only, so a test can race two processes on it without importing Lightning.
+A run takes the first of ``runs/<name>``, ``runs/<name>2``, ... that holds no finished-run marker (``last.ckpt``
+for a fit, ``config.yaml`` for validate/test/predict) and whose claim file :data:`CLAIM_FILE` it can create with
+``O_CREAT | O_EXCL`` (the operating system lets exactly one process create it). The claim file stays, so a killed
+run's directory is never reused. DDP ranks 1..N-1 adopt rank 0's claim, which it passes in the environment variable
+:data:`CLAIM_ENV`. Standard library only, so a test can race two processes on it without importing Lightning.
 """
 
 from __future__ import annotations

@@ -1,15 +1,13 @@
 """`ShardedEpochSampler`: one seeded shuffle per epoch, identical on every rank, each rank taking its slice.
 
-Issue 6 "Distributed": the sampler shuffles identically on every rank (so the ranks partition one permutation)
-while augmentation streams differ per rank (the dataset is keyed by (seed, epoch, index, rank)). The permutation is
-``torch.randperm(n, generator=Generator().manual_seed(seed + epoch))`` - the scheme of
-``torch.utils.data.DistributedSampler`` - padded by wrapping so every rank gets the same number of samples, then
-strided by rank (``indices[rank::world_size]``). Lightning calls :meth:`set_epoch` before every epoch.
+The permutation is ``torch.randperm(n, generator=Generator().manual_seed(seed + epoch))`` (the scheme of
+``torch.utils.data.DistributedSampler``), padded by wrapping so every rank gets the same number of samples, then
+strided by rank (``indices[rank::world_size]``); augmentation streams still differ per rank (the dataset is keyed by
+(seed, epoch, index, rank)). Lightning calls :meth:`ShardedEpochSampler.set_epoch` before every epoch.
 
-``key`` (optional) maps each index to what the DataLoader hands the dataset - for the training set
-``DetectionDataset.sample_key``, which attaches the main process's epoch state (epoch, mosaic on/off) so that
-persistent workers, which never see later ``set_epoch`` calls on their copy of the dataset, augment each epoch as
-fresh workers would (issue 18). The keys are made when the epoch's iterator is created, after the epoch state is set.
+``key`` (optional) maps each index to what the DataLoader hands the dataset (for the training set
+``DetectionDataset.sample_key``, which carries the main process's epoch state to persistent workers); the keys are
+made when the epoch's iterator is created, after the epoch state is set.
 """
 
 from __future__ import annotations

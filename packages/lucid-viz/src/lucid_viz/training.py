@@ -1,7 +1,7 @@
 """The plots lucid-train writes at the end of ``fit``: ``curves.png`` and a ``val_predictions.png`` grid.
 
-lucid-train calls :func:`write_fit_plots` behind a guarded import (lucid-viz is optional for training; issue 8),
-so matplotlib is imported only when these plots are made.
+lucid-train calls :func:`write_fit_plots` behind a guarded import (lucid-viz is optional for training: the
+``lucid-train[viz]`` extra), so matplotlib is imported only when these plots are made.
 """
 
 from __future__ import annotations

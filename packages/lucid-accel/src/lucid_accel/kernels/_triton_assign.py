@@ -25,6 +25,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 
 def _on_host(x: Any, op: Any) -> Any:
+    # Triton's interpreter module, loaded only when a kernel runs under TRITON_INTERPRET=1
     from triton.runtime.interpreter import TensorHandle
 
     data = op(torch.from_numpy(x.handle.data)).numpy()

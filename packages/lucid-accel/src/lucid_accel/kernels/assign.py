@@ -1,27 +1,12 @@
-"""Triton kernels for the dense stages of task-aligned assignment (issue 19, ``--accel.fused_assignment``).
+"""Triton kernels for the dense stages of task-aligned assignment (``--accel.fused_assignment``).
 
-Each kernel writes the same values as the eager expressions of ``lucid_core.assign.task_aligned`` (the rules of
-``shared/fixtures/README.md``, section "assigner_public.pt"):
-
-* :func:`candidates_and_scores` — step 1 and the class-score gather: ``candidate = inside(anchor, box) · real``
-  (box optionally widened to the small-target stride around its centre, inside = all four side distances
-  ``> 1e-9``) and ``class_scores = candidate > 0 ? pd_scores[b, a, label] : 0``;
-* :func:`alignment_metric` — step 3: ``t = score^alpha · overlap^beta`` with ``Tensor.pow``'s own special cases
-  (exponent 0 → 1, 1 → x, 0.5 → correctly rounded sqrt, 2 → x·x, 3 → x·x·x, otherwise ``powf``);
-* :func:`resolve_conflicts` — steps 4 (tail) and 5: ``mask = in_topk · candidate``; an anchor claimed by more than
-  one row (the sum over rows, accumulated in row order) goes to the first row of largest overlap (``argmax``
-  semantics: first maximum, NaN counts as the maximum).
-
-Top-k and target building stay native. Exactness rules: float32 only; divisions use ``div_rn`` and square roots
-``sqrt_rn`` (IEEE round-to-nearest, like the eager CUDA kernels); launches disable libdevice's flush-to-zero and
-multiply-add contraction (see :func:`_launch_options`; the compiled PTX of all three kernels was inspected: only
-``.rn`` arithmetic, no ``.ftz``, no contracted ``fma`` outside ``powf``). Under ``TRITON_INTERPRET=1`` (CPU tests) the two libdevice
-calls (``powf``, ``sqrt_rn``) are delegated to ``torch.pow``/``torch.sqrt`` on the host (the interpreter has no
-libdevice, and this torch build's CPU sqrt is not numpy's), so the kernels' indexing, masking, exponent dispatch
-and remaining arithmetic are compared with the CPU eager expressions bit for bit; on a GPU they are the
-``powf``/``sqrt.rn`` the eager CUDA ``pow`` calls.
-
-Triton is imported lazily (:func:`load_kernels`): importing this module never needs it.
+Each kernel writes the same values as the eager expressions of ``lucid_core.assign.task_aligned``
+(``shared/fixtures/README.md``, section "assigner_public.pt"): :func:`candidates_and_scores` (step 1 and the
+class-score gather), :func:`alignment_metric` (step 3) and :func:`resolve_conflicts` (steps 4 and 5). Float32
+only; IEEE round-to-nearest division and square root, no flush-to-zero and no multiply-add contraction outside
+libdevice's ``powf`` (:func:`_launch_options`). Under ``TRITON_INTERPRET=1`` (CPU tests) ``powf`` and ``sqrt_rn``
+run as ``torch.pow`` / ``torch.sqrt`` on the host, so everything else is compared with the CPU eager expressions
+bit for bit. Triton is imported on first use (:func:`load_kernels`): importing this module never needs it.
 """
 
 from __future__ import annotations
@@ -59,7 +44,7 @@ def pow_mode(exponent: float) -> int | None:
 
 def load_kernels() -> ModuleType:
     """The kernel module, decorated for the current ``TRITON_INTERPRET`` mode; ImportError without Triton."""
-    from lucid_accel.kernels import _triton_assign
+    from lucid_accel.kernels import _triton_assign  # needs triton: the [cuda] extra
 
     if interpreting() != _triton_assign.INTERPRETED:
         _triton_assign = importlib.reload(_triton_assign)
@@ -91,7 +76,12 @@ def candidates_and_scores(
     small_target_stride: float | None,
 ) -> tuple[Tensor, Tensor]:
     """``(candidate, class_scores)``, both (B, M, A) float32, from anchors (A, 2), boxes (B, M, 4) xyxy,
-    ``real`` (B, M, 1), class ids ``labels`` (B, M) int64 (already clamped at 0) and ``pd_scores`` (B, A, C)."""
+    ``real`` (B, M, 1), class ids ``labels`` (B, M) int64 (already clamped at 0) and ``pd_scores`` (B, A, C).
+
+    ``candidate = inside(anchor, box) · real``, inside meaning all four side distances ``> CANDIDATE_EPS`` (the box
+    widened to ``small_target_stride`` around its centre when given); ``class_scores = pd_scores[b, a, label]``
+    where ``candidate > 0``, else 0.
+    """
     _float32(anc_points, gt_bboxes, real, pd_scores)
     k = load_kernels()
     batch, rows = gt_bboxes.shape[:2]
@@ -120,7 +110,9 @@ def candidates_and_scores(
 
 
 def alignment_metric(class_scores: Tensor, overlaps: Tensor, alpha: float, beta: float) -> Tensor:
-    """``class_scores.pow(alpha) * overlaps.pow(beta)`` for (B, M, A) float32 tensors."""
+    """``class_scores.pow(alpha) * overlaps.pow(beta)`` for (B, M, A) float32 tensors, with ``Tensor.pow``'s own
+    special exponents (0, 1, 0.5, 2, 3; :data:`POW_MODES`) and ``powf`` otherwise; ValueError for the exponents
+    in :data:`UNSUPPORTED_EXPONENTS`."""
     _float32(class_scores, overlaps)
     alpha_mode, beta_mode = pow_mode(alpha), pow_mode(beta)
     if alpha_mode is None or beta_mode is None:
@@ -145,8 +137,9 @@ def alignment_metric(class_scores: Tensor, overlaps: Tensor, alpha: float, beta:
 
 
 def resolve_conflicts(in_topk: Tensor, candidate: Tensor, overlaps: Tensor) -> Tensor:
-    """``mask = in_topk · candidate``, then anchors with more than one claiming row go to the row of largest
-    overlap (first maximum): the (B, M, A) float32 ``mask_pos`` of step 5."""
+    """``mask = in_topk · candidate``, then anchors with more than one claiming row (the sum over rows, in row
+    order) go to the row of largest overlap (``argmax``: first maximum, NaN counts as the maximum): the (B, M, A)
+    float32 ``mask_pos`` of step 5."""
     _float32(in_topk, candidate, overlaps)
     k = load_kernels()
     batch, rows, num_anchors = overlaps.shape

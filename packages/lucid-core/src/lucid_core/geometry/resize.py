@@ -2,28 +2,9 @@
 
 The reference pre-processing resizes with ``cv2.INTER_LINEAR`` on uint8 images (shared/fixtures/README.md,
 "Input pipeline"); lucid_core may not depend on OpenCV, so the algorithm is reproduced here in integer torch
-arithmetic. It follows OpenCV's documented/Apache-2.0 implementation (``imgproc/src/resize.cpp``) and was
-verified bit-exact against ``opencv-python-headless`` 5.0 (x86-64, AVX2 dispatch) on random images of 1 to 5
-channels, up- and down-scaling (``tests/core/test_core_resize.py``):
-
-* Source coordinate of output index ``d`` along an axis of ``src`` → ``dst`` pixels: ``scale = 1 / (dst / src)``
-  (double), ``f = float32((d + 0.5) · scale − 0.5)``, ``s = floor(f)``, ``f −= s`` (float32). Weights are
-  ``round_half_even(2048 · (1 − f))`` and ``round_half_even(2048 · f)`` (``INTER_RESIZE_COEF_BITS = 11``, the
-  ``1 − f`` and the product in float32).
-* Horizontal: out-of-range columns are clamped *with* the fraction reset (``s < 0`` → ``s = 0, f = 0``;
-  ``s ≥ W − 1`` → ``s = W − 1, f = 0``). Vertical: the fraction is **not** reset, only the two source rows are
-  clipped to ``[0, H − 1]`` (so the top/bottom output rows blend a row with itself, with weights split in two;
-  the two truncations below can then give one level less than the weights ``(2048, 0)`` would).
-* Horizontal pass in int32: ``h = w0 · S[s] + w1 · S[s + 1]`` (per channel).
-* Vertical pass (what the SSE/AVX path and the uint8 scalar loop of OpenCV both compute):
-  ``((b0 · (h0 >> 4)) >> 16) + ((b1 · (h1 >> 4)) >> 16) + 2) >> 2``, saturated to ``[0, 255]``. The generic
-  fixed-point form ``(b0·h0 + b1·h1 + 2^21) >> 22`` is *not* what OpenCV produces (it differs on ~12 % of values).
-* Special case: when both scale factors are exactly 2 OpenCV switches to its fast INTER_AREA path (2×2 mean).
-  For 1, 3 and 4 channels that is ``(a + b + c + d + 2) >> 2``, which the formulas above already give (weights
-  1024/1024); for other channel counts it is ``round_half_even((a + b + c + d) / 4)``, handled explicitly.
-* Equal sizes: a copy.
-
-IPP is not used by OpenCV for 8-bit INTER_LINEAR unless "not exact" IPP is enabled, which it is not by default.
+arithmetic, following OpenCV's Apache-2.0 implementation (``imgproc/src/resize.cpp``; IPP is not used for 8-bit
+INTER_LINEAR by default). Bit-exact against ``opencv-python-headless`` on random images of 1 to 5 channels, up- and
+down-scaling (``tests/core/test_core_resize.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +20,13 @@ _COEF_SCALE = float(1 << RESIZE_COEF_BITS)
 def _axis_coefficients(
     src_len: int, dst_len: int, *, reset_fraction_at_border: bool
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Source indices ``(s0, s1)`` and int32 weights ``(w0, w1)`` of each output index along one axis."""
+    """Source indices ``(s0, s1)`` and int32 weights ``(w0, w1)`` of each output index along one axis.
+
+    ``scale = 1 / (dst / src)`` (double), ``f = float32((d + 0.5) · scale − 0.5)``, ``s = floor(f)``, ``f −= s``;
+    weights ``round_half_even(2048 · (1 − f))`` and ``round_half_even(2048 · f)`` in float32. Horizontally
+    (``reset_fraction_at_border``) out-of-range columns are clamped with the fraction reset to 0; vertically only
+    the two source rows are clipped to ``[0, H − 1]``.
+    """
     scale = 1.0 / (dst_len / src_len)  # OpenCV: inv_scale = dsize/ssize (double), scale = 1/inv_scale
     dst = torch.arange(dst_len, dtype=torch.float64)
     fraction = ((dst + 0.5) * scale - 0.5).to(torch.float32)
@@ -85,8 +72,13 @@ def resize_bilinear_uint8(image: Tensor, size_wh: tuple[int, int]) -> Tensor:
     """Resize a uint8 ``(..., H, W)`` tensor (e.g. CHW) to ``size_wh = (new_w, new_h)`` like ``cv2.INTER_LINEAR``.
 
     The argument order of ``size_wh`` is OpenCV's ``dsize``. Dimension -3, when present, is the channel
-    dimension (it only matters for the exact-2× case, see the module docstring); all leading dimensions are
-    independent planes. Returns a new uint8 tensor on the input's device.
+    dimension (it only matters for the exact-2× case); all leading dimensions are independent planes. Returns a new
+    uint8 tensor on the input's device (a copy for equal sizes).
+
+    Horizontal pass in int32 ``h = w0 · S[s] + w1 · S[s + 1]``; vertical pass as OpenCV's SIMD and uint8 scalar
+    paths compute it, ``((b0 · (h0 >> 4)) >> 16) + ((b1 · (h1 >> 4)) >> 16) + 2) >> 2`` saturated to [0, 255] (not
+    the generic ``(b0·h0 + b1·h1 + 2^21) >> 22``, which differs on ~12 % of values). Both scales exactly 2: OpenCV's fast INTER_AREA 2×2 mean, which
+    the formulas give for 1, 3 and 4 channels and :func:`_area_half` gives for the others.
     """
     if not isinstance(image, Tensor):
         raise TypeError(f"image must be a torch.Tensor, got {type(image).__name__}")

@@ -4,9 +4,9 @@ ProbIoU follows shared/fixtures/README.md ("Post-processing that produced `pred`
 Gaussian with covariance built from ``(w²/12, h²/12, θ)`` and ProbIoU = 1 − Hellinger distance between the two
 Gaussians (Llerena et al., "Gaussian Bounding Boxes and Probabilistic Intersection-over-Union for Object
 Detection", 2021), with eps = 1e-7 placed exactly as written there; the literal evaluation order and the
-variance ``floor`` follow section "obb_loss_*.pt" ("ProbIoU"), which is the same value with bit-exact gradients. Angles are radians; the corner order is
-``c + v1 + v2, c + v1 − v2, c − v1 − v2, c − v1 + v2`` with ``v1 = (w/2·cosθ, w/2·sinθ)`` and
-``v2 = (−h/2·sinθ, h/2·cosθ)`` (same README section).
+variance ``floor`` follow section "obb_loss_*.pt" ("ProbIoU"), which is the same value with bit-exact gradients.
+Angles are radians; the corner order is ``c + v1 + v2, c + v1 − v2, c − v1 − v2, c − v1 + v2`` with
+``v1 = (w/2·cosθ, w/2·sinθ)`` and ``v2 = (−h/2·sinθ, h/2·cosθ)`` (same README section).
 
 :func:`rboxes_to_polygons` is the one definition of those corners in the project: the assigner, the evaluators,
 the data pipeline (``lucid_data``'s readers and augmentation) and the drawings (``lucid_viz``) all call it, on

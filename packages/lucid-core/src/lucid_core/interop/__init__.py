@@ -1,8 +1,8 @@
-"""Interop with the reference implementation: safe checkpoint import, ``lucid-convert`` and ONNX export (issue 9)."""
+"""Interop with the reference implementation: safe checkpoint import, ``lucid-convert`` and ONNX export."""
 
+from lucid_core.errors import CheckpointImportError
 from lucid_core.interop.onnx_export import export_onnx
 from lucid_core.interop.reference import (
-    CheckpointImportError,
     ImportedConfig,
     import_checkpoint,
     import_reference_tree,

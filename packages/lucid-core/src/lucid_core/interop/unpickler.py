@@ -1,31 +1,15 @@
 """Restricted unpickler for reference-format (pickled ``nn.Module``) checkpoints: loading never executes code.
 
-A reference checkpoint is a ``torch.save`` zip whose ``data.pkl`` pickles whole modules: ``GLOBAL`` opcodes name
-the reference's classes (``ultralytics.nn.modules.conv.Conv`` …), ``torch.nn`` classes, tensor-rebuild functions
-and containers (every global of the three shared checkpoints is listed in shared/weights/checkpoints.json,
-``pickle_globals``). Python's ``pickle`` resolves each global through ``Unpickler.find_class`` and then *calls*
-what it got (``REDUCE``/``NEWOBJ``/``BUILD``), so whatever ``find_class`` returns is the complete set of code a
-pickle can run. Here it returns only:
-
-- inert stand-ins (:class:`StandInModule` subclasses) for the reference's module classes under ``ultralytics.nn``
-  and for ``torch.nn.modules`` classes: creating one runs nothing, ``BUILD`` stores the pickled ``__dict__``
-  (``_parameters``, ``_buffers``, ``_modules``, ``nc``, ``stride``, ``kpt_shape``, ``names``, ``yaml`` …);
-- the tensor-rebuild functions ``torch.load`` needs (``torch._utils._rebuild_tensor_v2`` …), ``torch.Size`` and
-  the ``torch`` dtypes; storages are resolved by ``torch.load`` itself before this class is asked;
-- containers: ``collections.OrderedDict``, ``set``, ``frozenset``;
-- inert namespaces (:class:`StandInNamespace`, a plain ``types.SimpleNamespace``) for the reference's
-  ``ultralytics.utils.IterableSimpleNamespace``: its *intermediate* checkpoints (``epochN.pt``, the ``last.pt`` of
-  an unfinished run) store the training arguments as one (issue 14); it pickles as ``REDUCE(cls, ())`` then
-  ``BUILD(dict)``, so the stand-in takes no constructor arguments and keeps only a str-keyed dict;
-- a *narrow* ``getattr``: the YOLO11 pose checkpoint stores the attribute ``Pose.detect = Detect.forward``, which
-  pickles as ``REDUCE(getattr, (<class Detect>, 'forward'))`` (found with ``pickletools.dis`` on ``data.pkl``).
-  Only ``getattr(<stand-in class>, 'forward')`` is allowed and yields an inert :class:`StandInMethod` record; a
-  generic ``getattr`` would let a pickle walk ``func.__globals__`` to ``os.system``.
-
-Every other global raises :class:`RefusedGlobalError` naming ``module.name``. Use with
-``torch.load(f, pickle_module=lucid_core.interop.unpickler, weights_only=False, map_location="cpu")``: this module
-provides the ``Unpickler``/``load``/``loads`` names ``torch.load`` looks up (``load`` is used for legacy, non-zip
-files).
+``pickle`` calls whatever ``Unpickler.find_class`` returns, so that is the complete set of code a pickle can run.
+Here it returns only: inert stand-ins (:class:`StandInModule` subclasses) for classes under ``ultralytics.nn`` and
+``torch.nn.modules`` (``BUILD`` stores their pickled ``__dict__``); the tensor-rebuild functions ``torch.load``
+needs, ``torch.Size`` and the dtypes; ``OrderedDict``, ``set``, ``frozenset``; an inert :class:`StandInNamespace`
+for ``ultralytics.utils.IterableSimpleNamespace`` (the training arguments of intermediate checkpoints); and
+``getattr`` only as ``getattr(<stand-in class>, 'forward')``, giving an inert :class:`StandInMethod` (the YOLO11
+pose checkpoint stores ``Pose.detect = Detect.forward``; a generic ``getattr`` could reach ``os.system``). Every
+other global raises :class:`RefusedGlobalError` naming ``module.name`` (docs/INFERENCE.md, "Importing reference
+``.pt`` files safely"). Use as ``torch.load(f, pickle_module=lucid_core.interop.unpickler, weights_only=False,
+map_location="cpu")``: this module provides the ``Unpickler`` / ``load`` / ``loads`` names ``torch.load`` looks up.
 """
 
 from __future__ import annotations

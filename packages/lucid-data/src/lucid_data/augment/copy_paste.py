@@ -11,6 +11,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from lucid_data.augment.mosaic import concat_targets
 from lucid_data.targets import Targets
 
 __all__ = ["copy_paste_flip"]
@@ -61,6 +62,4 @@ def copy_paste_flip(
     extra.polygons = new_polys
     if extra.keypoints is not None:
         extra.keypoints = np.zeros_like(extra.keypoints)
-    from lucid_data.augment.mosaic import concat_targets
-
     return out_img, concat_targets([targets, extra], targets)

@@ -1,6 +1,6 @@
 """Geometry shared by every augmentation: move a `Targets` through a 3x3 pixel transform, clip, filter.
 
-Every annotation type follows the transform (issue 5, "Geometry follows every annotation type"):
+Every annotation type follows the transform:
 
 - axis-aligned boxes: the 4 corners are transformed and the box is their hull, clipped to the canvas;
 - polygons: transformed vertex by vertex and clipped to the canvas rectangle with Sutherland–Hodgman

@@ -1,8 +1,7 @@
 """Random HSV augmentation (documented reference defaults hsv_h 0.015, hsv_s 0.7, hsv_v 0.4).
 
 Draws ``r = U(−1, 1)·(h, s, v)`` (three uniforms from the sample's generator), converts the image to OpenCV's
-8-bit HSV (hue 0..179) and applies 256-entry lookup tables (cv2.LUT) as the reference does since 8.3.79
-(issue 12 "HSV hue"):
+8-bit HSV (hue 0..179) and applies 256-entry lookup tables (cv2.LUT) as the reference does since 8.3.79:
 
 * hue is shifted **additively**, ``lut_hue = (x + r_h · 180) mod 180`` (the older multiplicative hue gain left
   reds, hue ≈ 0, unchanged);

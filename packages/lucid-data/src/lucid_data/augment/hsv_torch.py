@@ -1,18 +1,11 @@
-"""The HSV augmentation of :mod:`lucid_data.augment.hsv` on a whole batch of tensors (``--data.device_hsv``, issue 18).
+"""The HSV augmentation of :mod:`lucid_data.augment.hsv` on a whole batch of tensors (``--data.device_hsv``).
 
-The worker path converts each sample to OpenCV's 8-bit HSV (hue 0..179), maps the channels through the lookup
-tables of :func:`~lucid_data.augment.hsv.hsv_luts` and converts back. Here the same steps run as tensor arithmetic
-on the training device, batched: RGB → 8-bit HSV (hue ``H°/2``, saturation and value 0..255), the same tables
-indexed per image (``torch.gather``; the gains are the ones the worker drew from the sample's generator, so the
-distribution is the worker path's), then HSV → RGB with the sector formula.
-RGB → HSV uses OpenCV's 12-bit fixed-point division tables and HSV → RGB OpenCV's float32 sector formula
-(``s`` and ``v`` scaled by 1/255, hue by 6/180, ``1 − s·f`` with one rounding as its fused multiply-add gives it,
-the result × 255 truncated). RGB → HSV matches ``cv2.cvtColor`` byte for byte; HSV → RGB matches its vector path
-byte for byte on the whole uint8 HSV domain (measured with OpenCV 5.0 on an AVX2 + FMA machine). OpenCV converts
-each row in blocks (32 pixels there) and the last ``W mod 32`` pixels in a scalar loop that rounds instead of
-truncating; those stay within one level. So a stride-aligned training canvas (640 × 640) is the worker path's
-bytes, and the distribution is the worker path's everywhere. ``tests/data/test_data_hsv_device.py`` probes the
-installed OpenCV's block width and whether its vector path fuses, and checks bytes where it does.
+The worker path's steps as tensor arithmetic on the training device, batched: RGB → OpenCV's 8-bit HSV (12-bit
+fixed-point division tables, as ``cv2.cvtColor``), the lookup tables of :func:`~lucid_data.augment.hsv.hsv_luts`
+indexed per image with the gains the worker drew, then HSV → RGB with OpenCV's float32 sector formula. RGB → HSV
+matches ``cv2.cvtColor`` byte for byte; HSV → RGB matches OpenCV's vector path, so a canvas whose width is a
+multiple of OpenCV's block is the worker path's bytes and its rounded scalar tail is within one level
+(docs/TRAINING.md, "Input pipeline options"; ``tests/data/test_data_hsv_device.py``).
 """
 
 from __future__ import annotations

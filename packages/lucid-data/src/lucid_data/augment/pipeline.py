@@ -4,9 +4,10 @@ Order (documented reference training transforms): [mosaic of 4 on a 2·imgsz can
 copy-paste (p 0) → random affine cropping back to imgsz → mixup (p 0, partner built the same way) → HSV →
 vertical flip (p 0) → horizontal flip (p 0.5, keypoints reordered by flip_idx).
 
-Reproducibility (issue 5): every random draw, including the choice of mosaic and mixup partners, comes from the
-`numpy.random.Generator` passed in, which the dataset seeds with `SeedSequence([seed, epoch, index, rank])`, so a
-sample is a function of those four numbers only, whatever the worker layout.
+Reproducibility (docs/DATA.md, "Reproducibility rule"): every random draw, including the choice of mosaic and
+mixup partners, comes from the `numpy.random.Generator` passed in, which the dataset seeds with
+`SeedSequence([seed, epoch, index, rank])`, so a sample is a function of those four numbers only, whatever the
+worker layout.
 """
 
 from __future__ import annotations

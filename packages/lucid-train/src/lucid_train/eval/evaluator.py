@@ -1,27 +1,13 @@
-"""COCO-protocol scoring of `Detections` (bbox, segm, keypoints, rotated) with faster-coco-eval or pycocotools.
+"""COCO-protocol scoring of `Detections` (bbox, segm, keypoints, rotated) with the lucid, faster-coco-eval or
+pycocotools backend (docs/EVALUATION.md, "Protocol" and "Backends"; all three give identical statistics).
 
-Protocol: cocodataset.org/#detection-eval and #keypoints-eval, as implemented by pycocotools `COCOeval`
-(evaluateImg / accumulate / summarize). Detections arrive per image in ORIGINAL image pixels with contiguous
-labels; they are converted to the COCO results format (`bbox` ``[x, y, w, h]``, `segmentation` compressed RLE,
-`keypoints` ``[x, y, score, ...]``, dataset category ids) and loaded with the backend's own ``COCO.loadRes``, so
-detection areas (box area, RLE area, keypoint extent) follow the reference exactly.
-
-Summary statistics are recomputed from ``eval['precision']`` / ``eval['recall']`` with pycocotools'
-``_summarize`` rule (mean over entries > -1, else -1), which also gives per-class AP: class ``k`` AP50-95 is the
-mean of ``precision[:, :, k, area=all, maxDet=last]`` over entries > -1 and AP50 the same at IoU 0.5; a class
-without ground truth reports -1 (pycocotools' convention). One deliberate difference: the first statistic (AP)
-uses ``max_dets[-1]`` where pycocotools hard-codes 100; with the default ``max_dets=(1, 10, 100)`` they agree.
-
-Backends: ``"lucid"`` (the default: `lucid_train.eval.vectorized`, a numpy re-implementation of evaluateImg /
-accumulate on flat arrays, no per-detection dicts), ``"faster"`` (faster-coco-eval, C++ evaluateImg/accumulate
-behind Python ``loadRes``) and ``"pycocotools"`` (the reference; optional dependency, extra
-``lucid-train[pycocotools]``). All three give identical statistics (tests/train/test_eval_parity.py).
-
-IoU type ``rotated`` (task obb, issue 17): the same protocol with the exact convex-polygon IoU of the rotated
-boxes (``lucid_core.geometry.polygon_iou``) instead of the box IoU; detection areas are the polygon areas and
-ground-truth objects flagged ``difficult`` (DOTA) are ignored like crowds (matched to, never counted). The
-ground truth carries the corners as annotation key ``obb`` (`CocoGroundTruth.from_source`); only the lucid
-backend scores it (pycocotools has no rotated IoU).
+Detections arrive per image in ORIGINAL image pixels with contiguous labels and are converted to the COCO results
+format (`bbox` ``[x, y, w, h]``, `segmentation` compressed RLE, `keypoints` ``[x, y, score, ...]``, dataset category
+ids), so detection areas follow ``COCO.loadRes``. Summary statistics and per-class AP are recomputed from the
+accumulated precision / recall with pycocotools' ``_summarize`` rule; one deliberate difference: the first statistic
+uses ``max_dets[-1]`` where pycocotools hard-codes 100 (equal for the default ``(1, 10, 100)``). IoU type
+``rotated`` (task obb; lucid backend only) uses the exact convex-polygon IoU of the rotated boxes (ground truth key
+``obb``), and objects flagged ``difficult`` are ignored like crowds.
 """
 
 from __future__ import annotations
@@ -34,7 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
+from faster_coco_eval import COCO, COCOeval_faster
+from faster_coco_eval.core import mask as mask_api
 
+from lucid_core.geometry.rotated import rboxes_to_polygons
+from lucid_train.eval import vectorized
 from lucid_train.eval.coco_gt import COCO_KPT_SIGMAS, CocoGroundTruth
 
 IOU_TYPES = ("bbox", "segm", "keypoints", "rotated")
@@ -49,11 +40,9 @@ def _backend_classes(backend: str) -> tuple[Any, Any]:
     if backend == "lucid":
         return None, None
     if backend == "faster":
-        from faster_coco_eval import COCO, COCOeval_faster
-
         return COCO, COCOeval_faster
     if backend == "pycocotools":
-        try:
+        try:  # the lucid-train[pycocotools] extra
             from pycocotools.coco import COCO as PyCOCO
             from pycocotools.cocoeval import COCOeval as PyCOCOeval
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -342,10 +331,6 @@ class COCOEvaluator:
     @staticmethod
     def _rotated_polygons(image_id: Any, rboxes: Any, n: int) -> np.ndarray:
         """(n, 4, 2) float64 corners of the detections' rotated boxes (``lucid_core.geometry.rotated``)."""
-        import torch
-
-        from lucid_core.geometry.rotated import rboxes_to_polygons
-
         if rboxes is None:
             if n:
                 raise ValueError(f"image {image_id}: rotated boxes are scored but the detections have none")
@@ -356,8 +341,6 @@ class COCOEvaluator:
         return rboxes_to_polygons(rb).numpy()
 
     def _encode_masks(self, coco_id: int, masks: Any, n: int) -> list[dict[str, Any]]:
-        from faster_coco_eval.core import mask as mask_api
-
         if masks is None:
             if n:
                 raise ValueError(f"image {coco_id}: segm is scored but the detections have no masks")
@@ -466,13 +449,11 @@ class COCOEvaluator:
 
     def _detection_instances(self, iou_type: str) -> Any:
         """The accumulated detections as flat arrays, in `results()` order, with COCO ``loadRes`` areas."""
-        from lucid_train.eval.vectorized import Instances
-
         ids = sorted(self._images)
         entries = [self._images[i] for i in ids]
         counts = [len(e.scores) for e in entries]
         boxes = np.concatenate([e.xywh for e in entries]) if entries else np.zeros((0, 4))
-        inst = Instances(
+        inst = vectorized.Instances(
             image_ids=np.repeat(np.asarray(ids, dtype=np.int64), counts),
             category_ids=np.concatenate([e.category_ids for e in entries]),
             areas=boxes[:, 2] * boxes[:, 3],
@@ -480,8 +461,6 @@ class COCOEvaluator:
             scores=np.concatenate([e.scores for e in entries]),
         )
         if iou_type == "segm":
-            from faster_coco_eval.core import mask as mask_api
-
             rles = [r for e in entries for r in (e.rles or [])]
             inst.rles = rles
             inst.areas = np.asarray(mask_api.area(rles), dtype=np.float64) if rles else np.zeros(0)
@@ -493,16 +472,12 @@ class COCOEvaluator:
             x, y = kpts[:, 0::3], kpts[:, 1::3]
             inst.areas = (x.max(1) - x.min(1)) * (y.max(1) - y.min(1)) if len(kpts) else np.zeros(0)
         elif iou_type == "rotated":
-            from lucid_train.eval.vectorized import polygon_areas
-
             polys = [e.polygons if e.polygons is not None else np.zeros((0, 4, 2)) for e in entries]
             inst.polygons = np.concatenate(polys) if polys else np.zeros((0, 4, 2))
-            inst.areas = polygon_areas(inst.polygons)
+            inst.areas = vectorized.polygon_areas(inst.polygons)
         return inst
 
     def _compute_vectorized(self, iou_type: str) -> IouTypeResult:
-        from lucid_train.eval import vectorized
-
         if iou_type not in self._gt_instances:
             self._gt_instances[iou_type] = vectorized.ground_truth_instances(self.gt.dataset, iou_type)
         max_dets = [self.kpt_max_dets] if iou_type == "keypoints" else list(self.max_dets)

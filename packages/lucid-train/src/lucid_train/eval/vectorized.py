@@ -1,13 +1,11 @@
 """A vectorised (numpy) re-implementation of pycocotools ``COCOeval.evaluate`` + ``accumulate``.
 
-Why: faster-coco-eval measured 3.9× faster than pycocotools on the synthetic 5,000-image benchmark
-(`tools/bench/eval.py`), under the 5× the evaluation budget asks for; most of its time is Python-side
-(``loadRes``, per-(image, category) dicts). This module works on flat arrays and reproduces the reference
-(pycocotools 2.0.x ``cocoeval.py``) decision for decision:
+It works on flat arrays (no per-detection dicts) and reproduces the reference (pycocotools 2.0.x ``cocoeval.py``)
+decision for decision:
 
 * IoU (``maskApi.c bbIou``): ``i / (da + ga - i)``, or ``i / da`` against a crowd ground truth; masks through the
   COCO RLE API (``iou``); keypoints through OKS (``computeOks``, per-keypoint sigmas, the doubled-box rule when
-  the ground truth has no labelled keypoint, the same one-dimensional sums); rotated boxes (issue 17) through
+  the ground truth has no labelled keypoint, the same one-dimensional sums); rotated boxes through
   the exact convex-polygon IoU (``lucid_core.geometry.polygon_iou``), ``i / da`` against a crowd as for boxes.
   Each IoU kind is one entry of `PAIR_IOU_KINDS`; the matching and accumulation are shared.
 * ``evaluateImg``: per (image, category), detections stable-sorted by descending score and cut at
@@ -31,6 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
+from faster_coco_eval.core import mask as mask_api
+
+from lucid_core.geometry.polygon_iou import paired_intersection_area
 
 AREA_RANGES_DET: tuple[tuple[str, float, float], ...] = (
     ("all", 0.0**2, 1e5**2),
@@ -91,8 +93,6 @@ def ground_truth_instances(dataset: dict[str, Any], iou_type: str) -> Instances:
         ids=np.array([a["id"] for a in anns], dtype=np.int64),
     )
     if iou_type == "segm":
-        from faster_coco_eval.core import mask as mask_api
-
         sizes = {im["id"]: (im["height"], im["width"]) for im in dataset["images"]}
         rles = []
         for a in anns:
@@ -440,10 +440,6 @@ def _bbox_pair_iou(p: PairBatch, iou: np.ndarray) -> None:
 
 def _rotated_pair_iou(p: PairBatch, iou: np.ndarray) -> None:
     """Exact polygon IoU; against a crowd ``i / da`` (the bbox rule of ``maskApi.c``)."""
-    import torch
-
-    from lucid_core.geometry.polygon_iou import paired_intersection_area
-
     assert p.dt.polygons is not None and p.gt.polygons is not None
     d_poly = p.dt.polygons[p.dsel]
     inter = paired_intersection_area(
@@ -456,8 +452,6 @@ def _rotated_pair_iou(p: PairBatch, iou: np.ndarray) -> None:
 
 
 def _segm_pair_iou(p: PairBatch, iou: np.ndarray) -> None:
-    from faster_coco_eval.core import mask as mask_api
-
     assert p.dt.rles is not None and p.gt.rles is not None
     for b in range(p.d_index.shape[0]):
         nd_b, ng_b = int(p.d_valid[b].sum()), int(p.g_valid[b].sum())
