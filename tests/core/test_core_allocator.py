@@ -1,5 +1,5 @@
-"""glibc malloc tuning (issue 18): the user's settings win, and repeated large blocks stop page-faulting, also those
-larger than any mmap threshold glibc accepts (a training step's activations)."""
+"""glibc malloc tuning: the user's settings win, and repeated large blocks stop page-faulting, also those larger than
+any mmap threshold glibc accepts (a training step's activations). Library calls leave it alone; the commands opt in."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,15 +34,19 @@ print(applied, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5
 """
 
 
+def _glibc_defaults_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in allocator._USER_SETTINGS}
+    env.pop("LUCID_MALLOC_TUNING", None)
+    return env
+
+
 def _faults_per_iteration(mode: str, blocks: str = "samples") -> tuple[str, float]:
-    env_free = {k: v for k, v in os.environ.items() if k not in allocator._USER_SETTINGS}
-    env_free.pop("LUCID_MALLOC_TUNING", None)
     out = subprocess.run(
         [sys.executable, "-c", _FAULTS, mode, blocks],
         capture_output=True,
         text=True,
         check=True,
-        env=env_free,
+        env=_glibc_defaults_env(),
     ).stdout.split()
     return out[0], float(out[1])
 
@@ -87,34 +92,67 @@ from lucid_core.inference import predict
 torch.set_num_threads(1)
 model = build_model("yolov8", "detect", "n", num_classes=3).eval()
 image = torch.randint(0, 256, (3, 480, 640), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
-before_call = allocator._applied
+if sys.argv[1] == "opt-in":
+    allocator.tune_glibc_malloc()
+before_calls = allocator._applied
 for _ in range(3):  # settle
     predict(model, image, imgsz=640)
 faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(5):
     predict(model, image, imgsz=640)
-print(before_call, allocator._applied, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / 5)
+print(before_calls, allocator._applied, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / 5)
 """
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc mallopt")
-@pytest.mark.parametrize("opt_out", [False, True])
-def test_predict_tunes_malloc_on_its_first_call_unless_opted_out(opt_out: bool) -> None:
-    """``predict`` sets the policy itself (a call's activations stop page-faulting); ``LUCID_MALLOC_TUNING=0`` wins."""
-    env = {k: v for k, v in os.environ.items() if k not in allocator._USER_SETTINGS}
-    env.pop("LUCID_MALLOC_TUNING", None)
-    if opt_out:
-        env["LUCID_MALLOC_TUNING"] = "0"
+@pytest.mark.parametrize("mode", ["library", "opt-in"])
+def test_predict_leaves_malloc_alone_and_the_opt_in_removes_its_page_faults(mode: str) -> None:
+    """``predict`` decides nothing about malloc; a program that opts in (``tune_glibc_malloc()``) gets a loop whose
+    activations stop page-faulting."""
     out = subprocess.run(
-        [sys.executable, "-c", _PREDICT], capture_output=True, text=True, check=True, env=env
+        [sys.executable, "-c", _PREDICT, mode],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_glibc_defaults_env(),
     ).stdout.split()
     before, after, faults = out[0], out[1], float(out[2])
-    assert before == "None"  # importing lucid_core.predict changes nothing
-    if opt_out:
-        assert after == "False"
+    if mode == "library":
+        assert (before, after) == ("None", "None")  # neither importing nor calling predict tuned malloc
         return
-    assert after == "True"
-    # with glibc's defaults this call takes 5,000-9,000 faults (measured with the opt-out: the activations go back
-    # to the kernel after every call, tools/bench/predict.py --malloc-baseline); under the policy 60-300 were seen,
-    # more under a loaded machine (another process's page reclaim), so the bound sits between the two
+    assert (before, after) == ("True", "True")
+    # with glibc's defaults this call takes 5,000-9,000 faults (the activations go back to the kernel after every
+    # call, tools/bench/predict.py --malloc-baseline); under the policy 60-300 were seen, more under a loaded
+    # machine (another process's page reclaim), so the bound sits between the two
     assert faults < 1500
+
+
+_COMMAND = """
+import sys
+from lucid_core import allocator
+from lucid_core.predict_cli import main
+code = main(sys.argv[1:])
+print(code, allocator._applied)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc mallopt")
+def test_the_lucid_predict_command_tunes_malloc(tmp_path: Path) -> None:
+    """The console script opts in for its process (``main()`` calls ``tune_glibc_malloc``)."""
+    from PIL import Image
+
+    from lucid_core.checkpoint import save_model
+    from lucid_core.models import build_model
+
+    save_model(build_model("yolov8", "detect", "n", num_classes=2), tmp_path / "w", imgsz=64)
+    Image.new("RGB", (64, 48)).save(tmp_path / "image.png")
+    argv = ["--weights", str(tmp_path / "w"), "--source", str(tmp_path / "image.png")]
+    argv += ["--output", str(tmp_path / "out"), "--imgsz", "64"]
+    out = subprocess.run(
+        [sys.executable, "-c", _COMMAND, *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_glibc_defaults_env(),
+    ).stdout.split()
+    assert out[-2:] == ["0", "True"]

@@ -12,10 +12,16 @@ import torch
 from torch import Tensor
 
 from lucid_core.checkpoint import save_model
-from lucid_core.decode import postprocess
 from lucid_core.geometry.letterbox import letterbox, letterbox_geometry, scale_boxes_back
+from lucid_core.inference import (
+    ImageLoadError,
+    as_rgb_tensor,
+    load_image_rgb,
+    predict,
+    prepare_inference_model,
+)
 from lucid_core.models import YOLOModel, build_model
-from lucid_core.inference import ImageLoadError, as_rgb_tensor, load_image_rgb, predict, prepare_inference_model
+from lucid_core.postprocess import postprocess
 from lucid_core.predict_cli import main, mask_to_rle
 
 IMGSZ = 160  # small inputs keep these tests fast; the pipeline is size-independent
@@ -290,17 +296,19 @@ def test_cli_classes_and_agnostic_nms(
 
     from PIL import Image
 
-    import lucid_core.predict_cli as cli
+    from lucid_core import checkpoint
 
     save_model(fixed_columns, tmp_path / "w", names=["a", "b", "c"], imgsz=IMGSZ)
-    real_load = cli.load_weights
+    real_read = checkpoint._READERS["lucid"]
 
-    def load_fixed(path: Any) -> Any:  # the saved network, answering with COLUMNS
-        ckpt = real_load(path)
+    def read_fixed(
+        path: Any,
+    ) -> Any:  # the saved network, answering with COLUMNS (whichever loader the CLI calls)
+        ckpt = real_read(path)
         ckpt.model.__class__ = FixedColumnsModel
         return ckpt
 
-    monkeypatch.setattr(cli, "load_weights", load_fixed)
+    monkeypatch.setitem(checkpoint._READERS, "lucid", read_fixed)
     src = tmp_path / "image.png"
     Image.fromarray(np.zeros((IMGSZ, IMGSZ, 3), dtype=np.uint8)).save(src)
     out = tmp_path / "out"

@@ -1,19 +1,18 @@
-"""``predict(model, image)`` prepares (copies + fuses) the model once and reuses it until its weights change
-(issue 18): the reuse is keyed by every tensor's identity and version counter, not by a flag."""
+"""``predict(model, image)`` prepares (copies + fuses) the model once and reuses it until its weights change: the
+reuse is keyed by every tensor's identity and version counter, not by a flag. A path is read once while its files
+are unchanged."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import pytest
 import torch
 
+from lucid_core import inference as predict_module
 from lucid_core.checkpoint import CheckpointError, save_model
-from lucid_core.models import build_model
 from lucid_core.inference import cached_inference_model, parameter_signature, predict
-
-predict_module = importlib.import_module("lucid_core.inference")  # the package exports a function of that name
+from lucid_core.models import build_model
 
 
 def _image() -> torch.Tensor:
@@ -98,13 +97,13 @@ def test_the_signature_walks_a_shared_or_cyclic_module_once() -> None:
 
 def _counting_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     loads: list[str] = []
-    real = predict_module.load_weights
+    real = predict_module.load
 
     def counted(path, **kwargs):  # type: ignore[no-untyped-def]
         loads.append(str(path))
         return real(path, **kwargs)
 
-    monkeypatch.setattr(predict_module, "load_weights", counted)
+    monkeypatch.setattr(predict_module, "load", counted)
     monkeypatch.setattr(predict_module, "_LOADED", type(predict_module._LOADED)())
     return loads
 
@@ -170,3 +169,19 @@ def test_only_the_most_recent_paths_stay_loaded_and_errors_are_not_kept(
         with pytest.raises(CheckpointError, match="absent"):
             predict(missing, image, imgsz=64)
     assert all("absent" not in key for key in predict_module._LOADED)
+
+
+def test_a_run_directory_is_kept_by_the_files_of_its_best_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads, image, first = _setup(monkeypatch)
+    _saved(first, tmp_path / "run" / "best")
+    predict(tmp_path / "run", image, imgsz=64)
+    predict(tmp_path / "run", image, imgsz=64)
+    assert len(loads) == 1
+    torch.manual_seed(1)
+    second = build_model("yolov8", "detect", "n", num_classes=3).eval()
+    _saved(second, tmp_path / "run" / "best")  # the run exports a new best: read again
+    (after,) = predict(tmp_path / "run", image, imgsz=64, conf=0.0)
+    assert len(loads) == 2
+    _assert_same_detections(after, predict(second, image, imgsz=64, conf=0.0)[0])

@@ -7,13 +7,14 @@ The public API is the names in ``__all__``, importable from the top level (deep 
     print(lucid_core.list_models()[:3])                      # registered (family, task, scale) keys
     model = lucid_core.build_model("yolo26", "detect", "n", num_classes=3)
     lucid_core.save_model(model, "runs/demo/model", names=["a", "b", "c"], imgsz=640)
-    model = lucid_core.load_model("runs/demo/model")          # .safetensors + .json
-    detections = lucid_core.predict(model, "image.jpg")       # list[Detections], original-image pixels
+    loaded = lucid_core.load("runs/demo/model")               # .safetensors + .json, or a reference .pt
+    detections = lucid_core.predict(loaded.model, "image.jpg")  # list[Detections], original-image pixels
     lucid_core.export_onnx(model, "runs/demo/model.onnx", imgsz=640)
 
 Names are resolved on first use (PEP 562 module ``__getattr__``), so ``import lucid_core`` stays cheap: it imports
 neither torch nor any submodule until a name is used. ``lucid_core.predict`` is the function
-:func:`lucid_core.inference.predict`; its module is :mod:`lucid_core.inference`.
+:func:`lucid_core.inference.predict`; its module is :mod:`lucid_core.inference`. ``load_checkpoint``,
+``load_model`` and ``load_weights`` are deprecated (they warn) in favour of ``load``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "export_onnx": ("lucid_core.interop", "export_onnx"),
     "import_checkpoint": ("lucid_core.interop", "import_checkpoint"),
     "list_models": ("lucid_core.models", "list_models"),
+    "load": ("lucid_core.checkpoint", "load"),
     "load_checkpoint": ("lucid_core.checkpoint", "load_checkpoint"),
     "load_model": ("lucid_core.checkpoint", "load_model"),
     "load_weights": ("lucid_core.checkpoint", "load_weights"),
@@ -55,6 +57,7 @@ __all__ = [
     "export_onnx",
     "import_checkpoint",
     "list_models",
+    "load",
     "load_checkpoint",
     "load_model",
     "load_weights",
@@ -67,15 +70,16 @@ if TYPE_CHECKING:  # static view of the lazily resolved names
     from lucid_core.checkpoint import (
         Checkpoint,
         CheckpointError,
+        load,
         load_checkpoint,
         load_model,
         load_weights,
         save_model,
     )
+    from lucid_core.inference import predict
     from lucid_core.info import model_info
     from lucid_core.interop import export_onnx, import_checkpoint
     from lucid_core.models import ModelConfig, ModelKey, YOLOModel, build_model, list_models
-    from lucid_core.inference import predict
     from lucid_core.results import Detections
 
 

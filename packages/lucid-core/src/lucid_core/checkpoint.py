@@ -1,22 +1,22 @@
-"""lucid-core checkpoint format: weights as ``.safetensors`` plus a JSON config next to them.
+"""lucid-core checkpoint format (weights as ``.safetensors`` plus a JSON config next to them) and :func:`load`.
 
-Layout (issue 3, "Checkpoint format owned by lucid-core"): ``save_model(model, "runs/best")`` writes
-``runs/best.safetensors`` (the model's ``state_dict``, every tensor saved as is, so a round trip is bit-exact)
-and ``runs/best.json``::
+``save_model(model, "runs/best")`` writes ``runs/best.safetensors`` (the model's ``state_dict``, every tensor saved
+as is, so a round trip is bit-exact) and ``runs/best.json``::
 
     {"format": "lucid-checkpoint/1", "weights": "best.safetensors", "weights_sha256": "...",
      "weights_bytes": 123, "model": {<ModelConfig as dict: family, task, scale, num_classes, kpt_shape, ...>},
      "family": ..., "task": ..., "scale": ..., "num_classes": ..., "kpt_shape": ..., "names": [...],
      "imgsz": 640, "versions": {"lucid_core": ..., "torch": ..., "safetensors": ...}, "extra": {...}}
 
-The pair is replaced as one unit (issue 13, "The best export is one atomic unit"): the new weights are first
-written (atomically) to the *pending* file ``.best.safetensors.pending`` next to the target, then the JSON, which
-carries the pending file's sha256, replaces the old JSON, and finally the pending file is renamed onto
-``best.safetensors``. A crash at any point leaves a loadable pair: before the JSON rename the old pair is intact (a
-stale pending file is removed by :func:`repair_checkpoint`); after it the JSON names the pending file's digest and
-:func:`load_checkpoint` reads the pending file (:func:`repair_checkpoint` finishes the rename).
-``load_model`` rebuilds the network with ``lucid_core.models.build_model(**config["model"])`` and checks
-the hash, the key set and every shape; any mismatch raises :class:`CheckpointError` naming the file.
+The pair is replaced as one unit: the new weights are first written (atomically) to the *pending* file
+``.best.safetensors.pending`` next to the target, then the JSON, which carries the pending file's sha256, replaces
+the old JSON, and finally the pending file is renamed onto ``best.safetensors``. A crash at any point leaves a
+loadable pair: before the JSON rename the old pair is intact (:func:`repair_checkpoint` removes a stale pending
+file); after it the JSON names the pending file's digest and :func:`load` reads the pending file.
+
+:func:`load` is the one model loader: a lucid checkpoint (rebuilt with ``build_model(**config["model"])``, the
+hash, key set and every shape checked; any mismatch raises :class:`CheckpointError` naming the file) or a reference
+``.pt`` imported in memory. ``load_checkpoint``, ``load_weights`` and ``load_model`` are deprecated uses of it.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ import json
 import os
 import pickle
 import re
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import safetensors
 import safetensors.torch
@@ -39,6 +40,7 @@ from torch import Tensor, nn
 
 import lucid_core
 from lucid_core.atomic import atomic_path, atomic_write_json
+from lucid_core.errors import CheckpointImportError
 from lucid_core.models import YOLOModel, build_model
 
 FORMAT = "lucid-checkpoint/1"
@@ -51,16 +53,46 @@ class CheckpointError(ValueError):
     """A checkpoint file is missing, truncated, or does not match the model its config describes."""
 
 
+SourceKind = Literal["lucid", "reference"]
+#: what :func:`load` reads, as its errors name it
+SUPPORTED_SOURCES = (
+    "a lucid checkpoint (a stem, its .safetensors or .json file, or a run directory holding best.json) or a "
+    "reference .pt/.pth checkpoint"
+)
+REFERENCE_SUFFIXES = (".pt", ".pth")
+#: suffixes of exported models (ONNX, TensorRT, TorchScript, TFLite, Core ML, OpenVINO IR): not loadable yet
+EXPORTED_SUFFIXES = frozenset(
+    {".onnx", ".engine", ".torchscript", ".tflite", ".mlmodel", ".mlpackage", ".xml"}
+)
+#: the lucid checkpoint :func:`load` reads in a run directory
+RUN_DIRECTORY_STEM = "best"
+
+
 @dataclass
 class Checkpoint:
-    """A loaded checkpoint: the model plus the metadata stored next to it."""
+    """A loaded model with its metadata: class ``names``, training ``imgsz``, the model ``config`` (a saved
+    checkpoint's JSON ``model`` field), ``extra`` (``extra["imported"]``: what the importer of a reference ``.pt``
+    learned), the file read (``weights_path``) and ``source_kind`` (``"lucid"`` or ``"reference"``)."""
 
-    model: YOLOModel
+    model: YOLOModel = field(repr=False)
     names: list[str]
     imgsz: int
     config: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
     weights_path: Path | None = None
+    source_kind: SourceKind = "lucid"
+
+    @property
+    def task(self) -> str:
+        return self.model.task
+
+    @property
+    def family(self) -> str:
+        return self.model.family
+
+    @property
+    def scale(self) -> str:
+        return self.model.scale
 
 
 def checkpoint_paths(path: str | os.PathLike[str]) -> tuple[Path, Path]:
@@ -198,7 +230,7 @@ def repair_checkpoint(path: str | os.PathLike[str]) -> str:
     ``"rolled forward"``: the JSON names the pending file's digest, which is renamed onto the weights;
     ``"removed pending"``: a pending file the JSON does not name (written before a crash) is deleted;
     ``"ok"``: nothing to do. Weights and JSON that disagree with no pending file to repair them stay as they are
-    (:func:`load_checkpoint` then names the mismatch).
+    (:func:`load` then names the mismatch).
     """
     weights_path, config_path = checkpoint_paths(path)
     pending = pending_weights_path(weights_path)
@@ -263,26 +295,48 @@ def _read_config(config_path: Path) -> dict[str, Any]:
     return record
 
 
-def _refuse_other_formats(path: str | os.PathLike[str]) -> None:
-    """A reference ``.pt`` or a Lightning ``.ckpt`` given where a lucid checkpoint is expected: say what to do."""
-    p = Path(path)
-    if p.suffix in (".pt", ".pth"):
+def resolve_source(path: str | os.PathLike[str]) -> tuple[SourceKind, Path]:
+    """What :func:`load` reads for ``path``: ``("reference", the .pt)`` or ``("lucid", its stem or file)``.
+
+    A directory without a ``<dir>.json`` beside it stands for the run's ``best`` checkpoint inside it. A Lightning
+    ``.ckpt``, an exported model or any other existing file raises :class:`CheckpointError` naming the path and
+    what is supported; a lucid stem whose files are missing is left to the reader (it names the missing file).
+    """
+    source = Path(path)
+    if source.suffix == ".ckpt":
         raise CheckpointError(
-            f"{p}: a reference (pickled) checkpoint, not a lucid checkpoint (.safetensors + .json); convert it "
-            f"once with `lucid-convert {p} {p.with_suffix('')}` and pass {p.with_suffix('')} (nothing was "
-            "unpickled)."
+            f"{source}: a Lightning training checkpoint, not a lucid checkpoint (.safetensors + .json); pass the "
+            f"exported model of its run, e.g. {source.with_name('best')} (best.safetensors + best.json)."
         )
-    if p.suffix == ".ckpt":
+    if source.suffix in REFERENCE_SUFFIXES:
+        return "reference", source
+    if source.suffix in (WEIGHTS_SUFFIX, CONFIG_SUFFIX) or checkpoint_paths(source)[1].is_file():
+        return "lucid", source
+    if source.is_dir() and checkpoint_paths(source / RUN_DIRECTORY_STEM)[1].is_file():
+        return "lucid", source / RUN_DIRECTORY_STEM
+    if source.suffix in EXPORTED_SUFFIXES:
         raise CheckpointError(
-            f"{p}: a Lightning training checkpoint, not a lucid checkpoint (.safetensors + .json); pass the "
-            f"exported model of its run, e.g. {p.with_name('best')} (best.safetensors + best.json)."
+            f"{source}: an exported model ({source.suffix}), which lucid_core.load cannot read yet; it reads "
+            f"{SUPPORTED_SOURCES}."
         )
+    if source.exists():
+        raise CheckpointError(f"{source}: not a model lucid_core.load reads; it reads {SUPPORTED_SOURCES}.")
+    return "lucid", source
 
 
-def load_checkpoint(path: str | os.PathLike[str], *, map_location: str | torch.device = "cpu") -> Checkpoint:
-    """Load model and metadata; ``path`` is the stem, the ``.safetensors`` or the ``.json`` file."""
-    _refuse_other_formats(path)
-    weights_path, config_path = checkpoint_paths(path)
+def source_files(path: str | os.PathLike[str]) -> list[Path]:
+    """Every file :func:`load` may read for ``path`` (present or not): the ``.pt``, or config, weights and the
+    pending weights of a lucid checkpoint."""
+    kind, source = resolve_source(path)
+    if kind == "reference":
+        return [source]
+    weights, config = checkpoint_paths(source)
+    return [config, weights, pending_weights_path(weights)]
+
+
+def _read_lucid(source: Path) -> Checkpoint:
+    """A lucid checkpoint on the CPU: format, size, sha256, class count, key set and shapes checked."""
+    weights_path, config_path = checkpoint_paths(source)
     record = _read_config(config_path)
     pending = pending_weights_path(weights_path)
     if pending.is_file() and (
@@ -313,8 +367,6 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str | torch.d
     expected = model.state_dict()
     _compare_state(weights_path, expected, stored)
     model.load_state_dict(stored, strict=True)
-    model.to(map_location)
-    model.eval()
     return Checkpoint(
         model=model,
         names=[str(n) for n in record["names"]],
@@ -322,20 +374,14 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str | torch.d
         config=dict(record["model"]),
         extra=dict(record.get("extra") or {}),
         weights_path=weights_path,
+        source_kind="lucid",
     )
 
 
-def load_weights(path: str | os.PathLike[str], *, map_location: str | torch.device = "cpu") -> Checkpoint:
-    """Weights to run: a lucid checkpoint (:func:`load_checkpoint`) or a reference ``.pt``/``.pth``, imported in
-    memory by :func:`lucid_core.interop.import_checkpoint` (the restricted unpickler: nothing executed, nothing
-    written). An imported checkpoint keeps its class names and training ``imgsz``; ``extra["imported"]`` is what
-    the importer learned (source, sha256, EMA or model weights) and ``weights_path`` is the ``.pt`` file.
-    Importer failures are :class:`CheckpointError` naming the file, like a bad lucid checkpoint.
-    """
-    source = Path(path)
-    if source.suffix not in (".pt", ".pth"):
-        return load_checkpoint(source, map_location=map_location)
-    from lucid_core.interop.reference import CheckpointImportError, import_checkpoint
+def _read_reference(source: Path) -> Checkpoint:
+    """A reference ``.pt`` imported in memory by the restricted unpickler (nothing executed, nothing written)."""
+    # Deferred: lucid_core.interop.reference imports this module (file_sha256).
+    from lucid_core.interop.reference import import_checkpoint
     from lucid_core.interop.unpickler import RefusedGlobalError
 
     if not source.is_file():
@@ -348,8 +394,6 @@ def load_weights(path: str | os.PathLike[str], *, map_location: str | torch.devi
         raise CheckpointError(
             f"{source}: not a readable reference checkpoint ({type(exc).__name__}: {exc})"
         ) from exc
-    model.to(map_location)
-    model.eval()
     return Checkpoint(
         model=model,
         names=[str(n) for n in imported.names],
@@ -357,12 +401,67 @@ def load_weights(path: str | os.PathLike[str], *, map_location: str | torch.devi
         config=_json_ready(_model_config(model)),  # as a saved checkpoint's JSON holds it
         extra={"imported": imported.to_dict()},
         weights_path=source,
+        source_kind="reference",
     )
 
 
+_READERS: dict[SourceKind, Callable[[Path], Checkpoint]] = {
+    "lucid": _read_lucid,
+    "reference": _read_reference,
+}
+
+
+def load(path: str | os.PathLike[str], *, device: str | torch.device | None = None) -> Checkpoint:
+    """Load a model to run, with its metadata (:class:`Checkpoint`), in eval mode on ``device`` (default CPU).
+
+    ``path``: a lucid checkpoint (the stem, its ``.safetensors`` or ``.json``, or a run directory holding
+    ``best.json``) or a reference ``.pt``/``.pth`` (imported in memory by the restricted unpickler: nothing
+    executed, nothing written; it keeps its class names and training ``imgsz``). Every failure, and any other kind
+    of file, raises :class:`CheckpointError` naming the path (:func:`resolve_source`).
+    """
+    kind, source = resolve_source(path)
+    checkpoint = _READERS[kind](source)
+    checkpoint.model.to("cpu" if device is None else device)
+    checkpoint.model.eval()
+    return checkpoint
+
+
+def _deprecated(name: str) -> None:
+    warnings.warn(
+        f"lucid_core.checkpoint.{name} is deprecated and will be removed in the next release; use "
+        "lucid_core.load(path) (a Checkpoint: .model, .names, .imgsz, .task)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+def _load_lucid_only(path: str | os.PathLike[str], map_location: str | torch.device) -> Checkpoint:
+    source = Path(path)
+    if source.suffix in REFERENCE_SUFFIXES:
+        raise CheckpointError(
+            f"{source}: a reference (pickled) checkpoint, not a lucid checkpoint (.safetensors + .json); convert "
+            f"it once with `lucid-convert {source} {source.with_suffix('')}` and pass {source.with_suffix('')} "
+            "(nothing was unpickled)."
+        )
+    return load(source, device=map_location)
+
+
+def load_checkpoint(path: str | os.PathLike[str], *, map_location: str | torch.device = "cpu") -> Checkpoint:
+    """Deprecated: :func:`load` restricted to lucid checkpoints (a reference ``.pt`` is refused)."""
+    _deprecated("load_checkpoint")
+    return _load_lucid_only(path, map_location)
+
+
+def load_weights(path: str | os.PathLike[str], *, map_location: str | torch.device = "cpu") -> Checkpoint:
+    """Deprecated: :func:`load`."""
+    _deprecated("load_weights")
+    return load(path, device=map_location)
+
+
 def load_model(path: str | os.PathLike[str], *, map_location: str | torch.device = "cpu") -> YOLOModel:
-    """Load a :class:`~lucid_core.models.YOLOModel` saved by :func:`save_model` (eval mode)."""
-    return load_checkpoint(path, map_location=map_location).model
+    """Deprecated: ``load(path).model`` restricted to lucid checkpoints."""
+    _deprecated("load_model")
+    return _load_lucid_only(path, map_location).model
 
 
 @dataclass
@@ -400,15 +499,15 @@ def load_for_training(
     The network is the checkpoint's family and scale, with ``task`` (default: the checkpoint's), ``num_classes``
     and ``kpt_shape`` (default: the checkpoint's) of the new run. Every tensor whose name and shape fit is copied;
     the head layers whose shapes change with the class count, keypoint shape or task (e.g. the classification
-    convolutions' last layer) keep their fresh initialisation and are listed in ``reinitialised`` and ``notes``
-    (issue 13, "Fine-tuning"). The model is returned in training mode: a loaded checkpoint is in eval mode, and
+    convolutions' last layer) keep their fresh initialisation and are listed in ``reinitialised`` and ``notes``.
+    The model is returned in training mode: a loaded checkpoint is in eval mode, and
     Lightning keeps submodule modes, so an eval-mode detector would hand the loss decoded boxes.
     """
     source = Path(path)
     notes: list[str] = []
-    checkpoint = load_weights(source)
+    checkpoint = load(source)
     loaded, names = checkpoint.model, list(checkpoint.names)
-    if "imported" in checkpoint.extra:
+    if checkpoint.source_kind == "reference":
         notes.append(f"{source}: reference checkpoint converted on the fly (restricted unpickler)")
     stored_config = dict(dataclasses.asdict(loaded.config))
     target = dict(stored_config)

@@ -4,7 +4,7 @@ Pipeline per image: decode to RGB uint8 (files through ``torchvision.io.decode_i
 apply_exif_orientation=True)``, so EXIF orientation is honoured and grayscale/RGBA/palette files become RGB),
 letterbox to ``imgsz`` with ``auto=True`` (minimum stride-multiple rectangle, as the reference predictor does —
 shared/fixtures/README.md "Input pipeline"), ``/255`` in float32, forward through the model (BN folded for
-inference), decode (:func:`lucid_core.decode.postprocess`), then undo the letterbox with per-axis gains
+inference), decode (:func:`lucid_core.postprocess`), then undo the letterbox with per-axis gains
 (boxes and keypoints clipped to the image; rotated boxes not clipped; masks cropped and resized).
 
 Decoding: class-aware NMS for every family by default; for end-to-end models (yolo26) that is the one-to-many
@@ -12,7 +12,7 @@ branch + NMS, the reference's default, and ``decode="topk"`` selects the NMS-fre
 
 A checkpoint path is read once while its files are unchanged (:func:`weights_for_predict`), and a model is
 BN-folded once until its weights change (:func:`cached_inference_model`), so ``predict`` in a loop pays neither
-again.
+again. Nothing here changes process-wide state (malloc policy, threads, warning filters).
 """
 
 from __future__ import annotations
@@ -32,9 +32,8 @@ import torch
 from torch import Tensor, nn
 from torchvision.io import ImageReadMode, decode_image
 
-from lucid_core.allocator import tune_glibc_malloc
-from lucid_core.checkpoint import checkpoint_paths, load_weights, pending_weights_path
-from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF, postprocess
+from lucid_core.checkpoint import load, source_files
+from lucid_core.decode import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
 from lucid_core.decode.selection import class_filter
 from lucid_core.geometry.letterbox import (
     LetterboxInfo,
@@ -47,6 +46,7 @@ from lucid_core.geometry.letterbox import (
 from lucid_core.geometry.rotated import rboxes_to_xyxy
 from lucid_core.models import TrainOutput, YOLOModel
 from lucid_core.nn.fuse import fuse_model
+from lucid_core.postprocess import postprocess
 from lucid_core.results import Detections
 
 ImageInput = str | os.PathLike[str] | np.ndarray[Any, Any] | Tensor | Any
@@ -156,9 +156,9 @@ def prepare_inference_model(
     """Eval-mode, BN-folded copy of ``model`` on ``device`` with the head branch matching ``decode``.
 
     ``channels_last`` (``None`` = on when the copy is on the CPU): the copy's 4-D weights in channels-last memory
-    format, which oneDNN's CPU convolutions run faster (issue 18, ``tools/bench/predict.py``: about 10-25 % on
-    yolo11n/yolo26n at 640, 2 threads); :func:`predict_prepared` feeds it channels-last input. The results equal
-    the contiguous copy's within float rounding (other convolution kernels, same arithmetic).
+    format, which oneDNN's CPU convolutions run faster (``tools/bench/predict.py``, docs/benchmarks.md);
+    :func:`predict_prepared` feeds it channels-last input. The results equal the contiguous copy's within float
+    rounding (other convolution kernels, same arithmetic).
     """
     if decode not in (None, "nms", "topk"):
         raise ValueError(f"decode must be None, 'nms' or 'topk', got {decode!r}")
@@ -226,7 +226,7 @@ def cached_inference_model(
 ) -> tuple[YOLOModel, Literal["nms", "topk"]]:
     """:func:`prepare_inference_model` of ``model``, reused by later calls until its parameters change.
 
-    Repeated ``predict(model, image)`` calls therefore fuse the model once (issue 18); training the model, loading
+    Repeated ``predict(model, image)`` calls therefore fuse the model once; training the model, loading
     other weights into it or replacing a tensor makes the next call prepare a fresh copy (the check is
     :func:`parameter_signature`, not a flag to remember). Only the latest copy per (decode, device) is kept.
     """
@@ -254,14 +254,8 @@ def _file_identity(path: str | os.PathLike[str]) -> _FileIdentity:
     Rewriting a file changes its size or mtime, and an atomic replace (how lucid-core saves) gives it a new inode,
     so an equal identity means the same bytes would be read again.
     """
-    source = Path(path)
-    if source.suffix in (".pt", ".pth"):
-        files = [source]
-    else:
-        weights, config = checkpoint_paths(source)
-        files = [config, weights, pending_weights_path(weights)]
     identity: list[tuple[str, int, int, int, int] | None] = []
-    for file in files:
+    for file in source_files(path):
         try:
             st = file.stat()
         except OSError:
@@ -272,14 +266,12 @@ def _file_identity(path: str | os.PathLike[str]) -> _FileIdentity:
 
 
 def weights_for_predict(path: str | os.PathLike[str]) -> YOLOModel:
-    """The model of the checkpoint at ``path`` (:func:`lucid_core.checkpoint.load_weights`), read once while its
-    files are unchanged.
+    """The model :func:`lucid_core.load` reads from ``path``, read once while its files are unchanged.
 
-    ``predict("weights.safetensors", image)`` in a loop used to read, hash-check and build the model on every call
-    (and then prepare a new fused copy of it). Now the loaded model is kept, keyed by the resolved path and the
-    files' identity (:func:`_file_identity`), for the :data:`LOADED_PATHS_KEPT` most recently used paths; a file
-    that changed is read again, and errors are raised (and nothing kept) exactly as ``load_weights`` raises them.
-    The kept model is private to ``predict``: it is never returned to the caller, so nothing can modify it.
+    The loaded model is kept, keyed by the resolved path and the files' identity (:func:`_file_identity`), for the
+    :data:`LOADED_PATHS_KEPT` most recently used paths; a file that changed is read again, and errors are raised
+    (and nothing kept) exactly as ``load`` raises them. The kept model is private to ``predict``: it is never
+    returned to the caller, so nothing can modify it.
     """
     key = str(Path(path).resolve())
     identity = _file_identity(path)
@@ -288,7 +280,7 @@ def weights_for_predict(path: str | os.PathLike[str]) -> YOLOModel:
         if entry is not None and entry[0] == identity:
             _LOADED.move_to_end(key)
             return entry[1]
-    model = load_weights(path).model
+    model = load(path).model
     if _file_identity(path) == identity:  # unchanged while it was read: safe to keep
         with _LOADED_LOCK:
             _LOADED[key] = (identity, model)
@@ -331,9 +323,9 @@ def predict(
 ) -> list[Detections]:
     """Detect objects in ``images``; one :class:`Detections` per image, in original-image pixels, on the CPU.
 
-    ``model_or_path``: a :class:`YOLOModel` (left untouched: a fused copy is used) or a checkpoint path:
-    lucid-core weights or a reference ``.pt`` (:func:`lucid_core.checkpoint.load_weights`), read again only when
-    its files change (:func:`weights_for_predict`). ``images``: one image or a list
+    ``model_or_path``: a :class:`YOLOModel` (left untouched: a fused copy is used) or anything
+    :func:`lucid_core.load` reads (lucid-core weights or a reference ``.pt``), read again only when its files
+    change (:func:`weights_for_predict`). ``images``: one image or a list
     (paths, PIL images, HWC uint8 RGB arrays, CHW uint8 tensors, or a BCHW uint8 tensor). ``decode``: ``None`` = ``"nms"`` (for YOLO26 its one-to-many branch + NMS, the reference's default), or ``"topk"``
     (YOLO26's NMS-free one-to-one branch).
     ``retina_masks``: segment masks computed at the original resolution (the reference's ``retina_masks=True``)
@@ -341,6 +333,10 @@ def predict(
     ``classes``: keep only these class ids (filtered before NMS and ``max_det``, as the reference's ``classes=``);
     ``agnostic_nms``: class-agnostic NMS (top-k: one class per anchor), the reference's ``agnostic_nms=``. Both
     decoders follow the reference's results for these two arguments (measured black-box, docs/INFERENCE.md).
+
+    Process-wide state is left alone. A program calling ``predict`` in a loop can opt in to the malloc policy
+    ``lucid-predict`` uses by calling :func:`lucid_core.allocator.tune_glibc_malloc` once (fewer page faults per
+    call; the process then keeps its peak heap).
     """
     if isinstance(model_or_path, str | os.PathLike):
         model = weights_for_predict(model_or_path)
@@ -385,12 +381,8 @@ def predict_prepared(
 ) -> list[Detections]:
     """:func:`predict` with a model already made ready by :func:`prepare_inference_model` (reused across calls).
 
-    The first call sets the process's glibc malloc policy (:func:`lucid_core.allocator.tune_glibc_malloc`, as
-    training does): with glibc's defaults every call page-faults its activations in afresh (5,600-16,000 minor
-    faults per yolo26n call at 640 measured, under 50 after it; ``tools/bench/predict.py --malloc-baseline``
-    times both). ``LUCID_MALLOC_TUNING=0`` or the user's own ``MALLOC_*`` settings leave malloc alone.
+    Like :func:`predict`, it changes no process-wide state (the malloc opt-in is described there).
     """
-    tune_glibc_malloc()
     class_filter(classes, net.num_classes, torch.device("cpu"))  # a bad list fails before any image is read
     stride = max(net.strides)
     memory_format = torch.channels_last if _wants_channels_last(net) else torch.contiguous_format

@@ -12,7 +12,7 @@ persistent (no fork per epoch; batches pinned when CUDA is present): the sampler
 with the epoch state set at ``on_train_epoch_start`` (``DetectionDataset.sample_key``), so the batches are the
 bytes fresh workers, or no workers, would make (tested).
 
-Validation (issue 12, the reference's validation protocol): batches of twice the training batch, rectangular and
+Validation (the reference's validation protocol): batches of twice the training batch, rectangular and
 aspect-sorted (``lucid_data.rect``: each batch letterboxed to its own stride-aligned shape, ``pad = 0.5`` stride),
 sharded over DDP ranks by whole batches; the module gathers the per-image results to rank 0 before scoring.
 """
@@ -33,13 +33,25 @@ import torch
 from torch.utils.data import DataLoader
 
 from lucid_core.atomic import atomic_write_json
-from lucid_data import single_threaded_worker
+from lucid_core.tasks import get_task
+from lucid_data import load_dataset, single_threaded_worker
+from lucid_data.augment import hsv_torch
 from lucid_data.augment.pipeline import AugmentConfig
+from lucid_data.collate import collate
+from lucid_data.dataset import DetectionDataset
+from lucid_data.readers.common import LabelError
+from lucid_data.readers.yolo import label_path_for
+from lucid_data.rect import RectBatchSampler
+from lucid_data.synth import synthesize
 from lucid_train.errors import TrainingSetupError
 from lucid_train.sampler import ShardedEpochSampler
 
 #: version tag of the embedded default dataset (bump when the synthesis changes).
 SHAPES_TAG = "shapes-detect-v1"
+#: cache tags fixed before the task entered the cache digest: task name -> tag (digest of the config alone)
+_UNKEYED_SHAPES_TAGS = {"detect": SHAPES_TAG}
+#: synthesis version in every other task's tag (v2: obb shapes squashed to a readable angle)
+SHAPES_TASK_VERSION = 2
 #: validation batch = this × the training batch (reference validator: ``batch * 2``).
 VAL_BATCH_FACTOR = 2
 #: the largest stride of every model family (P5 heads): rectangular batch shapes are multiples of it.
@@ -80,17 +92,26 @@ def _directory_mode() -> int:
     return 0o777 & ~umask
 
 
+def shapes_cache_name(config: SynthConfig, task: str = "detect") -> str:
+    """Folder name of the cached shapes dataset of ``task`` for ``config``: ``<tag>-<8 hex digits of sha256>``.
+
+    Every task gets ``shapes-<name>-v<SHAPES_TASK_VERSION>`` and a digest of the config plus its name; ``detect``
+    keeps the name it had before tasks existed (:data:`SHAPES_TAG`, digest of the config alone).
+    """
+    spec = get_task(task)
+    key: dict[str, Any] = asdict(config)
+    tag = _UNKEYED_SHAPES_TAGS.get(spec.name)
+    if tag is None:
+        key["task"] = spec.name
+        tag = f"shapes-{spec.name}-v{SHAPES_TASK_VERSION}"
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{tag}-{digest}"
+
+
 def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None, task: str = "detect") -> Path:
     """Path of the data YAML of the synthetic shapes dataset of ``task`` for ``config``, synthesising it when absent."""
-    from lucid_data.synth import synthesize
-
     base = cache_dir if cache_dir is not None else cache_root()
-    key: dict[str, Any] = asdict(config)
-    if task != "detect":  # the detect cache keeps its historical digest
-        key["task"] = task
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
-    tag = SHAPES_TAG if task == "detect" else f"shapes-{task}-v2"  # v2: obb shapes squashed (readable angle)
-    target = base / f"{tag}-{digest}"
+    target = base / shapes_cache_name(config, task)
     marker = target / "lucid-synth.json"
     if marker.is_file():
         return target / str(json.loads(marker.read_text())["yaml"])
@@ -134,8 +155,6 @@ def _require_instances(root: Path, split: str, source: Any) -> None:
         return
     hint = "every label file is empty"
     if getattr(source, "annotation_file", None) is None and source.records:
-        from lucid_data.readers.yolo import label_path_for
-
         labels = label_path_for(Path(source.records[0].path)).parent
         if not labels.is_dir():
             hint = f"the labels folder {labels} does not exist (expected one .txt per image)"
@@ -174,12 +193,12 @@ class YOLODataModule(pl.LightningDataModule):
             that task's targets (masks, keypoints, rotated boxes). ``None`` = ``detect`` (boxes of any dataset).
             Without ``root`` the synthetic shapes are written for this task.
         allow_empty: accept a split with images but no labelled instance (otherwise an error naming the split and,
-            for a YOLO layout, a missing ``labels/`` folder; issue 13).
+            for a YOLO layout, a missing ``labels/`` folder).
         overlap_mask: segment only: one mask index map per image, instances in area order (reference default
             ``overlap_mask=True``); ``False`` gives one mask per instance. The objective is told the same.
         mask_ratio: segment only: training masks at 1/``mask_ratio`` of the input (reference 4).
         device_hsv: apply the HSV augmentation to each training batch on the training device instead of in the
-            workers (issue 18): the workers draw the same gains and skip the pixel work, the module applies
+            workers: the workers draw the same gains and skip the pixel work, the module applies
             ``lucid_data.augment.hsv_torch.augment_hsv_batch`` after the batch reached the device. Training on the
             CPU keeps the worker path (there is no other device to move the work to).
     """
@@ -204,16 +223,14 @@ class YOLODataModule(pl.LightningDataModule):
         device_hsv: bool = False,
     ) -> None:
         super().__init__()
-        from lucid_core.allocator import tune_glibc_malloc
-
-        tune_glibc_malloc()  # training samples reuse heap blocks instead of page-faulting fresh ones (forked too)
         self.overlap_mask = bool(overlap_mask)
         if mask_ratio not in (1, 2, 4, 8):
             raise TrainingSetupError(f"data.mask_ratio: expected 1, 2, 4 or 8, got {mask_ratio!r}")
         self.mask_ratio = int(mask_ratio)
         self.device_hsv = bool(device_hsv)
         self.task: str = task or "detect"
-        #: a split without one labelled instance (e.g. no labels/ folder) is an error unless this is set (issue 13)
+        self._target_fields = get_task(self.task).target_fields
+        #: a split without one labelled instance (e.g. no labels/ folder) is an error unless this is set
         self.allow_empty = bool(allow_empty)
         if batch_size < 1:
             raise TrainingSetupError(f"data.batch_size: expected >= 1, got {batch_size}")
@@ -250,9 +267,9 @@ class YOLODataModule(pl.LightningDataModule):
         self.source(val_split)  # a missing or empty val split fails now, not after the first training epoch
         self.names: dict[int, str] = {int(k): str(v) for k, v in train.names.items()}
         self.num_classes = len(self.names)
-        #: the task the dataset was written for (detect/segment/pose/obb); a detect model uses its boxes.
+        #: the task the dataset was written for; a task that needs only boxes (detect) trains on its boxes.
         self.source_task: str = str(train.task)
-        if self.task != "detect" and self.source_task != self.task:
+        if self._target_fields and self.source_task != self.task:
             raise TrainingSetupError(
                 f"{self.root}: the dataset is a {self.source_task!r} dataset but --model.task is {self.task!r}; "
                 f"expected {self.task} labels (or train it with --model.task detect, which uses the boxes of "
@@ -264,15 +281,11 @@ class YOLODataModule(pl.LightningDataModule):
     # ------------------------------------------------------------------ sources and datasets
     def source(self, split: str) -> Any:
         if split not in self._sources:
-            from lucid_data import load_dataset
-
             try:
                 # The dataset's own task (probed: `kpt_shape` → pose, 4-corner lines → obb, polygons → segment);
                 # reading it as "detect" would reject every pose/segment/obb label line.
                 self._sources[split] = load_dataset(self.root, split=split, task=None)
             except (FileNotFoundError, ValueError) as exc:
-                from lucid_data.readers.common import LabelError
-
                 if isinstance(exc, LabelError):  # its own one-paragraph message lists every bad line
                     raise
                 raise TrainingSetupError(
@@ -302,8 +315,6 @@ class YOLODataModule(pl.LightningDataModule):
     def dataset(self, split: str, *, augment: bool) -> Any:
         key = f"{split}:{augment}"
         if key not in self._datasets:
-            from lucid_data.dataset import DetectionDataset
-
             self._datasets[key] = DetectionDataset(
                 self.source(split),
                 imgsz=self.imgsz,
@@ -324,9 +335,9 @@ class YOLODataModule(pl.LightningDataModule):
         """The dataset's task parameters the model needs (linked to ``--model.task_options`` by ``lucid-train``):
         pose ``kpt_shape``, ``flip_idx`` and ``kpt_sigmas`` (when the YAML gives them); segment ``overlap_mask``
         (the objective reads the masks in the layout the data makes them); empty otherwise."""
-        if self.task == "segment":
+        if "masks" in self._target_fields:
             return {"overlap_mask": self.overlap_mask}
-        if self.task != "pose":
+        if "keypoints" not in self._target_fields:
             return {}
         train = self.source(self.train_split)
         options: dict[str, Any] = {}
@@ -350,9 +361,7 @@ class YOLODataModule(pl.LightningDataModule):
         self, dataset: Any, *, shuffle: bool, sharded: bool = True, persistent: bool = False
     ) -> DataLoader[Any]:
         """``persistent``: keep the workers across epochs (the sampler then carries the epoch state with each index,
-        ``DetectionDataset.sample_key``) and pin batches when CUDA is present (issue 18)."""
-        from lucid_data.collate import collate
-
+        ``DetectionDataset.sample_key``) and pin batches when CUDA is present."""
         rank, world = self._rank_world() if sharded else (0, 1)
         if hasattr(dataset, "rank"):
             dataset.rank = rank
@@ -398,9 +407,6 @@ class YOLODataModule(pl.LightningDataModule):
         The module gathers every rank's per-image results to rank 0 before scoring, so the metric equals the
         single-process one exactly while each rank letterboxes and runs only its share of the split.
         """
-        from lucid_data.collate import collate
-        from lucid_data.rect import RectBatchSampler
-
         dataset = self.dataset(self.val_split, augment=False)
         batches = dataset.use_rect_batches(self.val_batch_size, stride=MODEL_STRIDE, pad=RECT_PAD)
         rank, world = self._rank_world()
@@ -423,8 +429,6 @@ class YOLODataModule(pl.LightningDataModule):
         """``device_hsv``: a training batch that carries its drawn HSV gains gets the HSV transform here, on the
         device (``lucid_data.augment.hsv_torch``); every other batch passes unchanged."""
         if isinstance(batch, dict) and "hsv_gains" in batch:
-            from lucid_data.augment import hsv_torch
-
             batch["images"] = hsv_torch.augment_hsv_batch(batch["images"], batch.pop("hsv_gains").cpu())
         return batch
 
