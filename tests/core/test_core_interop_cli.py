@@ -1,4 +1,4 @@
-"""``lucid-convert``: reference checkpoint → safetensors + JSON that ``load_model`` reads back identically."""
+"""``lucid-convert``: reference checkpoint → safetensors + JSON that ``lucid_core.load`` reads back identically."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from lucid_core.checkpoint import checkpoint_paths, load_checkpoint, load_model
+from lucid_core.checkpoint import checkpoint_paths, load
 from lucid_core.interop import import_checkpoint
 from lucid_core.interop.cli import main
 
@@ -28,7 +28,7 @@ def test_convert_writes_a_checkpoint_that_loads_back_identically(
     assert not [p for p in weights.parent.iterdir() if p.name.startswith(".")]  # no temporary files left
 
     imported, config = import_checkpoint(source)
-    loaded = load_model(destination)
+    loaded = load(destination).model
     fixture = torch.load(
         shared_dir / "fixtures" / "import_yolov8n-obb-taufibrils.pt", weights_only=True, map_location="cpu"
     )
@@ -37,7 +37,7 @@ def test_convert_writes_a_checkpoint_that_loads_back_identically(
         with torch.no_grad():
             assert torch.equal(loaded(x), imported(x))
 
-    record = load_checkpoint(destination)
+    record = load(destination)
     assert record.names == config.names and record.imgsz == config.imgsz
     stored: dict[str, Any] = json.loads(config_path.read_text())
     assert stored["extra"]["imported_from"]["sha256"] == config.sha256

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from lucid_core.decode import postprocess
+from lucid_core.postprocess import postprocess
 from lucid_core.geometry.letterbox import (
     LetterboxInfo,
     scale_boxes_back,
@@ -20,11 +20,11 @@ from lucid_core.geometry.letterbox import (
     scale_rboxes_back,
 )
 from lucid_core.geometry.rotated import rboxes_to_xyxy
+from lucid_core.inference import predict
 from lucid_core.interop import CheckpointImportError, import_checkpoint, import_reference_tree
 from lucid_core.interop.reference import read_reference_checkpoint
 from lucid_core.interop.unpickler import StandInModule
 from lucid_core.models import YOLOModel
-from lucid_core.inference import predict
 
 pytestmark = pytest.mark.shared
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
+from lucid_core.inference import predict
 from lucid_core.interop import import_checkpoint
 from lucid_core.models import YOLOModel
-from lucid_core.inference import predict
 
 pytestmark = pytest.mark.shared
 

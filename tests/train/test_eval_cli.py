@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from lucid_core.checkpoint import load_model, save_model
+from lucid_core.checkpoint import load, save_model
 from lucid_core.models import build_model
 from lucid_train.eval import evaluate_model, runner
 from lucid_train.eval.cli import main
@@ -69,7 +69,7 @@ def test_report_fields_and_scores_equal_evaluate_model(
     from lucid_data.readers import load_dataset
 
     result = evaluate_model(
-        load_model(checkpoint), load_dataset(data, "val"), imgsz=IMGSZ, conf=0.2, decode="both"
+        load(checkpoint).model, load_dataset(data, "val"), imgsz=IMGSZ, conf=0.2, decode="both"
     )
     assert report["mAP50-95"] == result.map50_95 and report["mAP50"] == result.map50
     assert [c["AP50-95"] for c in bbox["per_class"]] == list(result.per_type["bbox"].ap_per_class)
@@ -164,10 +164,9 @@ def test_lucid_eval_scores_a_reference_pt_as_its_converted_checkpoint(
     shared_dir: Path, tmp_path: Path
 ) -> None:
     """The report of `lucid-eval --weights X.pt` equals the converted checkpoint's but for the weights fields."""
-    from lucid_core.checkpoint import load_weights
     from lucid_core.interop.cli import main as convert_main
 
-    pose = [p for p in sorted((shared_dir / "weights").glob("*.pt")) if load_weights(p).model.task == "pose"]
+    pose = [p for p in sorted((shared_dir / "weights").glob("*.pt")) if load(p).task == "pose"]
     data = shared_dir / "data" / "coco8-pose" / "coco8-pose.yaml"
     if not pose or not data.is_file():
         pytest.skip("needs a pose reference checkpoint and coco8-pose")

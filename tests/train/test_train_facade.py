@@ -1,5 +1,6 @@
-"""`lucid_train.YOLO` (issue 14): each verb is a thin call into lucid-train / lucid-eval / lucid-predict /
-lucid-export; `fit` runs the very command `fit_command` shows, so it gives the CLI's run directory and weights."""
+"""`lucid_train.YOLO` (issue 14): each verb is a thin call into the typed function behind lucid-train / lucid-eval /
+lucid-predict / lucid-export (same files as the command); `fit` runs the very command `fit_command` shows, so it gives
+the CLI's run directory and weights."""
 
 from __future__ import annotations
 
@@ -110,22 +111,16 @@ def test_predict_returns_detections_and_writes_lucid_predicts_json(shapes_yaml: 
         )
 
 
-def test_repeated_predict_calls_load_and_prepare_the_weights_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`YOLO(weights).predict(image)` in a loop: one checkpoint load and one fused copy (issue 18's reuse), the
-    checkpoint's imgsz by default, and the same detections as lucid-core's predict on the loaded model."""
+def _count_loads_prepares_and_inferences(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counters of checkpoint reads, prepared (fused) copies and per-image inferences, whichever module calls
+    them (lucid_core.inference or lucid-predict's lucid_core.predict_cli)."""
     import importlib
 
-    from lucid_core.checkpoint import load_model, save_model
-    from lucid_core.models import build_model
+    from lucid_core import checkpoint
 
-    save_model(
-        build_model("yolov8", "detect", "n", num_classes=2), tmp_path / "w", names=["a", "b"], imgsz=96
-    )
-    checkpoints = importlib.import_module("lucid_core.checkpoint")
     predicting = importlib.import_module("lucid_core.inference")
-    calls = {"load": 0, "prepare": 0}
+    predict_cli = importlib.import_module("lucid_core.predict_cli")
+    calls = {"load": 0, "prepare": 0, "infer": 0}
 
     def counted(name: str, function: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -134,20 +129,69 @@ def test_repeated_predict_calls_load_and_prepare_the_weights_once(
 
         return wrapper
 
-    monkeypatch.setattr(checkpoints, "load_checkpoint", counted("load", checkpoints.load_checkpoint))
-    monkeypatch.setattr(
-        predicting,
-        "prepare_inference_model",
-        counted("prepare", predicting.prepare_inference_model),
+    for kind, reader in list(checkpoint._READERS.items()):
+        monkeypatch.setitem(checkpoint._READERS, kind, counted("load", reader))
+    originals = {name: getattr(predicting, name) for name in ("prepare_inference_model", "predict_prepared")}
+    for module in (predicting, predict_cli):
+        for attribute, name in (("prepare_inference_model", "prepare"), ("predict_prepared", "infer")):
+            if hasattr(module, attribute):
+                monkeypatch.setattr(module, attribute, counted(name, originals[attribute]))
+    return calls
+
+
+def test_repeated_predict_calls_load_and_prepare_the_weights_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`YOLO(weights).predict(image)` in a loop: one checkpoint load and one fused copy (issue 18's reuse), the
+    checkpoint's imgsz by default, and the same detections as lucid-core's predict on the loaded model."""
+    from lucid_core.checkpoint import load, save_model
+    from lucid_core.inference import predict
+    from lucid_core.models import build_model
+
+    save_model(
+        build_model("yolov8", "detect", "n", num_classes=2), tmp_path / "w", names=["a", "b"], imgsz=96
     )
+    calls = _count_loads_prepares_and_inferences(monkeypatch)
     image = np.random.default_rng(0).integers(0, 256, (120, 90, 3), dtype=np.uint8)
     model = YOLO(tmp_path / "w")
     runs = [model.predict(image, conf=0.0, max_det=5) for _ in range(3)]
-    assert calls == {"load": 1, "prepare": 1}
-    (expected,) = predicting.predict(load_model(tmp_path / "w"), image, imgsz=96, conf=0.0, max_det=5)
+    assert (calls["load"], calls["prepare"]) == (1, 1)
+    (expected,) = predict(load(tmp_path / "w").model, image, imgsz=96, conf=0.0, max_det=5)
     for (det,) in runs:
         np.testing.assert_array_equal(det.boxes.numpy(), expected.boxes.numpy())
         np.testing.assert_array_equal(det.scores.numpy(), expected.scores.numpy())
+
+
+def test_predict_with_output_loads_prepares_and_infers_once(
+    shapes_yaml: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`predict(folder, output=DIR)`: one checkpoint read, one fused copy and one inference per image, also when
+    called again (the prepared copy is reused); the returned detections are the ones written."""
+    from lucid_core.checkpoint import save_model
+    from lucid_core.models import build_model
+
+    save_model(
+        build_model("yolov8", "detect", "n", num_classes=3),
+        tmp_path / "w",
+        names=["x", "y", "z"],
+        imgsz=TINY_IMGSZ,
+    )
+    images = shapes_yaml.parent / "images" / "val"
+    files = sorted(p for p in images.iterdir() if p.is_file())
+    calls = _count_loads_prepares_and_inferences(monkeypatch)
+    model = YOLO(tmp_path / "w")
+    detections = model.predict(images, output=tmp_path / "out", conf=0.0, max_det=3)
+    assert calls == {"load": 1, "prepare": 1, "infer": len(files)}
+    for file, det in zip(files, detections, strict=True):
+        written = json.loads((tmp_path / "out" / f"{file.name}.json").read_text())
+        assert written["imgsz"] == TINY_IMGSZ and {d["name"] for d in written["detections"]} <= {
+            "x",
+            "y",
+            "z",
+        }
+        np.testing.assert_allclose([d["score"] for d in written["detections"]], det.scores.numpy(), rtol=1e-6)
+    model.predict(images, output=tmp_path / "again", conf=0.0, max_det=3)
+    assert calls == {"load": 1, "prepare": 1, "infer": 2 * len(files)}
 
 
 def test_export_writes_onnx_beside_the_weights(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

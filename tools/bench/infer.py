@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from lucid_core.models import build_model
 from lucid_core.inference import prepare_inference_model
+from lucid_core.models import build_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _reference import add_reference_flag, print_pair, run_reference

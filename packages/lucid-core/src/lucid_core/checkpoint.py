@@ -22,7 +22,6 @@ hash, key set and every shape checked; any mismatch raises :class:`CheckpointErr
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import pickle
@@ -40,17 +39,15 @@ from torch import Tensor, nn
 
 import lucid_core
 from lucid_core.atomic import atomic_path, atomic_write_json
-from lucid_core.errors import CheckpointImportError
+from lucid_core.digest import file_sha256
+from lucid_core.errors import CheckpointError, CheckpointImportError, RefusedGlobalError
+from lucid_core.interop.reference import import_checkpoint
 from lucid_core.models import YOLOModel, build_model
 
 FORMAT = "lucid-checkpoint/1"
 WEIGHTS_SUFFIX = ".safetensors"
 CONFIG_SUFFIX = ".json"
 _MAX_LISTED = 5
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file is missing, truncated, or does not match the model its config describes."""
 
 
 SourceKind = Literal["lucid", "reference"]
@@ -103,15 +100,6 @@ def checkpoint_paths(path: str | os.PathLike[str]) -> tuple[Path, Path]:
     else:
         stem = p
     return stem.with_name(stem.name + WEIGHTS_SUFFIX), stem.with_name(stem.name + CONFIG_SUFFIX)
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks (weights hashes in checkpoints, reports and imports)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _json_ready(value: Any) -> Any:
@@ -380,10 +368,6 @@ def _read_lucid(source: Path) -> Checkpoint:
 
 def _read_reference(source: Path) -> Checkpoint:
     """A reference ``.pt`` imported in memory by the restricted unpickler (nothing executed, nothing written)."""
-    # Deferred: lucid_core.interop.reference imports this module (file_sha256).
-    from lucid_core.interop.reference import import_checkpoint
-    from lucid_core.interop.unpickler import RefusedGlobalError
-
     if not source.is_file():
         raise CheckpointError(f"{source}: reference checkpoint not found")
     try:

@@ -6,7 +6,7 @@ command exits with status 2. Anything else is a bug and keeps its traceback, so 
 
 Every package registers its own user-facing error types with :func:`register_known_errors` when its CLI module is
 imported (lucid-core must not import lucid-data or lucid-train, docs/INTERFACES.md dependency tiers); lucid-core's
-own types (:class:`~lucid_core.checkpoint.CheckpointError`, the import errors of :mod:`lucid_core.interop`,
+own types (:class:`~lucid_core.errors.CheckpointError`, the import errors of :mod:`lucid_core.interop`,
 :class:`UsageError`) are known from the start.
 """
 
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from lucid_core.errors import CheckpointImportError, RefusedGlobalError
+from lucid_core.errors import CheckpointError, CheckpointImportError, RefusedGlobalError
 
 __all__ = [
     "EXIT_USAGE",
@@ -81,8 +81,6 @@ def register_known_errors(*types: type[BaseException]) -> None:
 
 def known_error_types() -> tuple[type[BaseException], ...]:
     """The registered user-facing error types, lucid-core's own included."""
-    # deferred: lucid_core.checkpoint imports torch, and this module stays torch-free
-    from lucid_core.checkpoint import CheckpointError
 
     register_known_errors(CheckpointError, CheckpointImportError, RefusedGlobalError)
     return tuple(_KNOWN)

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pickle
 
-__all__ = ["CheckpointImportError", "RefusedGlobalError"]
+__all__ = ["CheckpointError", "CheckpointImportError", "RefusedGlobalError"]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, truncated, or does not match the model its config describes."""
 
 
 class CheckpointImportError(ValueError):

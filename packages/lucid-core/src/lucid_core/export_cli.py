@@ -14,12 +14,14 @@ atol = rtol = 1e-4 (float32) or 1e-2 (float16). End-to-end (top-k) outputs are c
 both ordered by box position, so equal scores ordered differently by the two runtimes do not count as a
 difference. Without onnxruntime (``pip install "lucid-core[onnx]"``) the check is skipped with a note.
 
+The typed entry point is :func:`export` (``main`` parses the flags, calls it and prints :func:`print_report`).
 Exit status: 0 exported (and the check passed or was skipped), 1 the check failed, 2 bad arguments or weights.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,10 +30,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lucid_core.checkpoint import CheckpointError
-from lucid_core.checkpoint import load_weights as load_checkpoint_or_reference
+from lucid_core.checkpoint import CheckpointError, load
 from lucid_core.interop.onnx_export import DEFAULT_MAX_DET, DEFAULT_OPSET, ExportModule, export_onnx
 from lucid_core.models import YOLOModel
+from lucid_core.tasks import get_task
 
 FORMATS = ("onnx",)
 #: parity tolerance (atol = rtol) per exported float type (module docstring).
@@ -56,10 +58,11 @@ class OutputParity:
     within: bool
 
 
-def load_weights(path: str) -> tuple[YOLOModel, int]:
-    """``(model, training imgsz)`` of a lucid-core checkpoint or a reference ``.pt`` file."""
+def load_weights(path: str | os.PathLike[str]) -> tuple[YOLOModel, int]:
+    """``(model, training imgsz)`` of a lucid-core checkpoint or a reference ``.pt`` file (``lucid_core.checkpoint``'s
+    loader; unusable weights raise :class:`ExportInputError`)."""
     try:
-        checkpoint = load_checkpoint_or_reference(path)
+        checkpoint = load(path)
     except (CheckpointError, FileNotFoundError) as exc:
         raise ExportInputError(f"WEIGHTS {path}: {exc}") from exc
     return checkpoint.model, int(checkpoint.imgsz)
@@ -67,7 +70,7 @@ def load_weights(path: str) -> tuple[YOLOModel, int]:
 
 def _by_position(rows: np.ndarray, task: str) -> np.ndarray:
     """Rows ``(k, 6 + extra)`` of an end-to-end output ordered by box centre (then every column)."""
-    if task == "obb":  # cx, cy, w, h
+    if "rboxes" in get_task(task).target_fields:  # cx, cy, w, h
         cx, cy = rows[:, 0], rows[:, 1]
     else:  # x1, y1, x2, y2
         cx, cy = (rows[:, 0] + rows[:, 2]) / 2, (rows[:, 1] + rows[:, 3]) / 2
@@ -147,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def default_output(weights: str) -> Path:
+def default_output(weights: str | os.PathLike[str]) -> Path:
     """``WEIGHTS`` with the suffix ``.onnx`` (``runs/train/best`` → ``runs/train/best.onnx``)."""
     path = Path(weights)
     return (
@@ -155,72 +158,117 @@ def default_output(weights: str) -> Path:
     )
 
 
-def export(args: argparse.Namespace) -> tuple[Path, list[OutputParity] | None, str]:
-    """Export as ``args`` say; returns ``(path, parity report or None when skipped, description)``."""
-    model, trained_imgsz = load_weights(args.weights)
-    imgsz = int(args.imgsz if args.imgsz is not None else trained_imgsz)
+@dataclass(frozen=True)
+class ExportResult:
+    """What :func:`export` wrote: the file, a one-line description and the parity check (module docstring).
+
+    ``parity`` is None when the check was skipped: ``skipped`` says why (``"not requested"`` or
+    ``"onnxruntime missing"``).
+    """
+
+    weights: str
+    path: Path
+    description: str
+    parity: list[OutputParity] | None
+    skipped: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        """False only when the parity check ran and an output differs beyond its tolerance."""
+        return self.parity is None or all(item.within for item in self.parity)
+
+
+def export(
+    weights: str | os.PathLike[str],
+    *,
+    format: str = "onnx",
+    imgsz: int | None = None,
+    dynamic_batch: bool = False,
+    half: bool = False,
+    output: str | os.PathLike[str] | None = None,
+    max_det: int = DEFAULT_MAX_DET,
+    opset: int = DEFAULT_OPSET,
+    check: bool = True,
+) -> ExportResult:
+    """Export ``weights`` (lucid-core weights or a reference ``.pt``) to ``format``, then run the parity check.
+
+    ``imgsz`` defaults to the checkpoint's training size (a multiple of the largest stride); ``output`` to
+    :func:`default_output`; the batch is 1 unless ``dynamic_batch``; ``half`` exports float16. ``check=False``
+    or a missing onnxruntime skips the check. Unusable weights or arguments raise :class:`ExportInputError`.
+    """
+    if format not in FORMATS:
+        raise ExportInputError(f"--format {format}: expected one of {', '.join(FORMATS)}")
+    model, trained_imgsz = load_weights(weights)
+    size = int(imgsz if imgsz is not None else trained_imgsz)
     stride = max(model.strides)
-    if imgsz <= 0 or imgsz % stride:
-        raise ExportInputError(
-            f"--imgsz {imgsz}: expected a positive multiple of the largest stride {stride}"
-        )
-    if args.max_det < 1:
-        raise ExportInputError(f"--max-det {args.max_det}: expected >= 1")
-    output = Path(args.output) if args.output else default_output(args.weights)
+    if size <= 0 or size % stride:
+        raise ExportInputError(f"--imgsz {size}: expected a positive multiple of the largest stride {stride}")
+    if max_det < 1:
+        raise ExportInputError(f"--max-det {max_det}: expected >= 1")
+    target = Path(output) if output else default_output(weights)
     path = export_onnx(
         model,
-        output,
-        imgsz=imgsz,
-        dynamic_batch=args.dynamic_batch,
-        max_det=args.max_det,
-        opset=args.opset,
-        half=args.half,
+        target,
+        imgsz=size,
+        dynamic_batch=dynamic_batch,
+        max_det=max_det,
+        opset=opset,
+        half=half,
     )
     cfg = model.config
     description = (
-        f"{cfg.family}{cfg.scale} {cfg.task}, imgsz {imgsz}x{imgsz}, batch {'dynamic' if args.dynamic_batch else 1}, "
-        f"{'float16' if args.half else 'float32'}, opset {args.opset}"
+        f"{cfg.family}{cfg.scale} {cfg.task}, imgsz {size}x{size}, batch {'dynamic' if dynamic_batch else 1}, "
+        f"{'float16' if half else 'float32'}, opset {opset}"
     )
-    if args.no_check:
-        return path, None, description
-    module = ExportModule(model, max_det=args.max_det)
+    name = os.fspath(weights)
+    if not check:
+        return ExportResult(name, path, description, None, skipped="not requested")
+    module = ExportModule(model, max_det=max_det)
     try:
-        report = parity_check(
-            module, path, (imgsz, imgsz), batch=2 if args.dynamic_batch else 1, half=args.half
-        )
+        report = parity_check(module, path, (size, size), batch=2 if dynamic_batch else 1, half=half)
     except ImportError:
-        return path, None, description
-    return path, report, description
+        return ExportResult(name, path, description, None, skipped="onnxruntime missing")
+    return ExportResult(name, path, description, report)
 
 
-def print_report(
-    args: argparse.Namespace, path: Path, report: list[OutputParity] | None, description: str
-) -> bool:
+def print_report(result: ExportResult) -> bool:
     """Print what was exported and the parity check (module docstring); False when the check failed."""
-    print(f"lucid-export: {args.weights} -> {path} ({description})")
-    if report is None:
+    print(f"lucid-export: {result.weights} -> {result.path} ({result.description})")
+    if result.parity is None:
         reason = (
-            "--no-check" if args.no_check else 'onnxruntime is not installed (pip install "lucid-core[onnx]")'
+            "--no-check"
+            if result.skipped == "not requested"
+            else 'onnxruntime is not installed (pip install "lucid-core[onnx]")'
         )
         print(f"lucid-export: parity check skipped: {reason}")
         return True
-    for item in report:
+    for item in result.parity:
         verdict = "ok" if item.within else "FAILED"
         print(
             f"lucid-export: parity onnxruntime vs PyTorch, {item.name} {item.shape}: max |diff| "
             f"{item.max_abs_diff:.3g} (atol = rtol = {item.tolerance:g}): {verdict}"
         )
-    return all(item.within for item in report)
+    return result.passed
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        path, report, description = export(args)
+        result = export(
+            args.weights,
+            format=args.format,
+            imgsz=args.imgsz,
+            dynamic_batch=args.dynamic_batch,
+            half=args.half,
+            output=args.output,
+            max_det=args.max_det,
+            opset=args.opset,
+            check=not args.no_check,
+        )
     except ExportInputError as exc:
         print(f"lucid-export: error: {exc}", file=sys.stderr)
         return 2
-    return 0 if print_report(args, path, report, description) else 1
+    return 0 if print_report(result) else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

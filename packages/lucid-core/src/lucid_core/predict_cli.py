@@ -14,26 +14,31 @@ A folder is read with the image extensions training reads (:data:`PREDICT_SUFFIX
 ``IMAGE_SUFFIXES`` plus what torchvision decodes); BMP/TIFF go through torchvision's PIL loader. Over more than one
 image a progress bar is drawn on stderr.
 
+The typed entry point is :func:`predict_to_dir` (``main`` parses the flags, calls it and prints the progress and
+a summary on stderr); :func:`predict_files_to_dir` writes the same files for a model already prepared.
+
 Exit status: 0 when at least one image was processed, 1 when none was (no image found or all unreadable),
-2 for bad arguments, an unreadable checkpoint (a reference ``.pt`` is pointed to ``lucid-convert``) or an output
-folder that would overwrite an input (one-paragraph message, :mod:`lucid_core.cli_errors`).
+2 for bad arguments, an unreadable checkpoint or an output folder that would overwrite an input (one-paragraph
+message, :mod:`lucid_core.cli_errors`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
 from lucid_core.atomic import atomic_write_json
-from lucid_core.checkpoint import load_weights
+from lucid_core.checkpoint import load
 from lucid_core.cli_errors import UsageError, refuse_overwrite, run_cli
-from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
+from lucid_core.decode import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
 from lucid_core.decode.selection import class_filter
 from lucid_core.geometry.rotated import rboxes_to_polygons
 from lucid_core.inference import (
@@ -43,6 +48,7 @@ from lucid_core.inference import (
     predict_prepared,
     prepare_inference_model,
 )
+from lucid_core.models import YOLOModel
 from lucid_core.results import Detections
 
 #: the image extensions lucid-data trains on (``lucid_data.imageio.IMAGE_SUFFIXES``; lucid-core cannot import
@@ -54,7 +60,7 @@ TRAINING_SUFFIXES = frozenset(
 PREDICT_SUFFIXES = TRAINING_SUFFIXES | IMAGE_SUFFIXES
 
 
-def list_images(source: str | Path) -> list[Path]:
+def list_images(source: str | os.PathLike[str]) -> list[Path]:
     """A file, or the image files (by :data:`PREDICT_SUFFIXES`, sorted) directly inside a folder."""
     path = Path(source)
     if path.is_dir():
@@ -81,25 +87,25 @@ def read_image(path: Path) -> Tensor:
 
 
 class Progress:
-    """A one-line progress bar on stderr (redrawn in place on a terminal, a line per tenth otherwise)."""
+    """A one-line progress bar on stderr (redrawn in place on a terminal, a line per tenth otherwise); called as
+    ``progress(done, total)``, nothing is drawn for a single image."""
 
-    def __init__(self, total: int, width: int = 30) -> None:
-        self.total = total
+    def __init__(self, width: int = 30) -> None:
         self.width = width
         self.tty = sys.stderr.isatty()
         self._shown = -1
 
-    def update(self, done: int) -> None:
-        if self.total <= 1:
+    def __call__(self, done: int, total: int) -> None:
+        if total <= 1:
             return
-        tenth = done * 10 // self.total
+        tenth = done * 10 // total
         if not self.tty and tenth == self._shown:
             return
         self._shown = tenth
-        filled = self.width * done // self.total
+        filled = self.width * done // total
         bar = "#" * filled + "." * (self.width - filled)
-        end = "" if self.tty and done < self.total else "\n"
-        print(f"\rlucid-predict: [{bar}] {done}/{self.total}", end=end, file=sys.stderr, flush=True)
+        end = "" if self.tty and done < total else "\n"
+        print(f"\rlucid-predict: [{bar}] {done}/{total}", end=end, file=sys.stderr, flush=True)
 
 
 def mask_to_rle(mask: Tensor) -> dict[str, Any]:
@@ -179,63 +185,185 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli("lucid-predict", lambda: _run(args))
+@dataclass(frozen=True)
+class PredictedImage:
+    """One image lucid-predict wrote: the image file, its detections (original pixels) and its JSON file."""
+
+    image: Path
+    detections: Detections
+    json_path: Path
 
 
-def _run(args: argparse.Namespace) -> int:
-    if args.imgsz is not None and args.imgsz <= 0:
-        raise UsageError(f"--imgsz {args.imgsz}: expected a positive image size, e.g. 640")
-    ckpt = load_weights(args.weights)
-    imgsz = int(args.imgsz or ckpt.imgsz)
-    device = torch.device(args.device)
-    try:
-        class_filter(args.classes, ckpt.model.num_classes, torch.device("cpu"))
-    except ValueError as exc:
-        raise UsageError(f"--classes {' '.join(map(str, args.classes))}: {exc}") from None
-    net, mode = prepare_inference_model(ckpt.model, decode=args.decode, device=device)
-    files = list_images(args.source)
-    if not files:
-        print(f"lucid-predict: no image files in {args.source}", file=sys.stderr)
-        return 1
-    out_dir = Path(args.output)
-    inputs = [args.weights, *files]
+@dataclass(frozen=True)
+class PredictionRun:
+    """What :func:`predict_to_dir` did: every image file of the source, and those written (unreadable ones are
+    skipped)."""
+
+    images: list[Path]
+    written: list[PredictedImage]
+
+
+def prediction_record(
+    image: Path, orig_hw: tuple[int, int], imgsz: int, task: str, det: Detections, names: Sequence[str]
+) -> dict[str, Any]:
+    """The JSON payload of one image (module docstring): where it came from, its size and its detections."""
+    return {
+        "image": str(image),
+        "orig_size": [int(orig_hw[0]), int(orig_hw[1])],
+        "imgsz": imgsz,
+        "task": task,
+        "num_detections": len(det),
+        "detections": detections_to_json(det, names),
+    }
+
+
+def predict_files_to_dir(
+    net: YOLOModel,
+    files: Sequence[Path],
+    output: str | os.PathLike[str],
+    *,
+    mode: Literal["nms", "topk"],
+    names: Sequence[str],
+    imgsz: int,
+    conf: float = PREDICT_CONF,
+    iou: float = DEFAULT_IOU,
+    max_det: int = DEFAULT_MAX_DET,
+    device: str | torch.device = "cpu",
+    classes: Sequence[int] | None = None,
+    agnostic_nms: bool = False,
+    weights: str | os.PathLike[str] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    on_skip: Callable[[ImageLoadError], None] | None = None,
+) -> list[PredictedImage]:
+    """Predict each of ``files`` with ``net`` (made ready by :func:`~lucid_core.inference.prepare_inference_model`,
+    decode ``mode``) and write ``output/<file name>.json`` for each (module docstring).
+
+    No output may replace ``weights`` or an image (:func:`~lucid_core.cli_errors.refuse_overwrite`, checked before
+    anything is written). ``on_progress(done, total)`` is called before each image; an unreadable image raises
+    :class:`~lucid_core.inference.ImageLoadError`, or with ``on_skip`` is passed to it and skipped.
+    """
+    out_dir = Path(output)
+    inputs = [*([weights] if weights is not None else []), *files]
     for path in files:
         refuse_overwrite("--output", out_dir / f"{path.name}.json", inputs)
     out_dir.mkdir(parents=True, exist_ok=True)
-    done = 0
-    progress = Progress(len(files))
+    written: list[PredictedImage] = []
     for index, path in enumerate(files, 1):
-        progress.update(index)
+        if on_progress is not None:
+            on_progress(index, len(files))
         try:
             image = read_image(path)
         except ImageLoadError as exc:
-            print(f"lucid-predict: skipped {exc}", file=sys.stderr)
+            if on_skip is None:
+                raise
+            on_skip(exc)
             continue
         (det,) = predict_prepared(
             net,
             image,
             mode=mode,
             imgsz=imgsz,
-            conf=args.conf,
-            iou=args.iou,
-            max_det=args.max_det,
+            conf=conf,
+            iou=iou,
+            max_det=max_det,
             device=device,
-            classes=args.classes,
-            agnostic_nms=args.agnostic_nms,
+            classes=classes,
+            agnostic_nms=agnostic_nms,
         )
-        payload = {
-            "image": str(path),
-            "orig_size": [int(image.shape[1]), int(image.shape[2])],
-            "imgsz": imgsz,
-            "task": net.task,
-            "num_detections": len(det),
-            "detections": detections_to_json(det, ckpt.names),
-        }
-        write_json_atomic(out_dir / f"{path.name}.json", payload)
-        done += 1
-    print(f"lucid-predict: {done}/{len(files)} image(s) written to {out_dir}", file=sys.stderr)
+        orig_hw = (int(image.shape[1]), int(image.shape[2]))
+        json_path = out_dir / f"{path.name}.json"
+        write_json_atomic(json_path, prediction_record(path, orig_hw, imgsz, net.task, det, names))
+        written.append(PredictedImage(path, det, json_path))
+    return written
+
+
+def predict_to_dir(
+    weights: str | os.PathLike[str],
+    source: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    *,
+    imgsz: int | None = None,
+    conf: float = PREDICT_CONF,
+    iou: float = DEFAULT_IOU,
+    max_det: int = DEFAULT_MAX_DET,
+    device: str = "cpu",
+    decode: Literal["nms", "topk"] | None = None,
+    classes: Sequence[int] | None = None,
+    agnostic_nms: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
+    on_skip: Callable[[ImageLoadError], None] | None = None,
+) -> PredictionRun:
+    """What ``lucid-predict`` does: predict an image or every image of a folder (:func:`list_images`) with the
+    checkpoint ``weights`` and write one JSON per image into ``output`` (:func:`predict_files_to_dir`).
+
+    ``imgsz`` defaults to the checkpoint's; ``decode`` to the family's decoder; ``classes`` / ``agnostic_nms`` as
+    :func:`lucid_core.predict`. A bad value, a missing source or an output that would replace an input raises
+    :class:`~lucid_core.cli_errors.UsageError`; an unreadable checkpoint its loader's error. With no image found,
+    nothing is written.
+    """
+    if imgsz is not None and imgsz <= 0:
+        raise UsageError(f"--imgsz {imgsz}: expected a positive image size, e.g. 640")
+    ckpt = load(weights)
+    size = int(imgsz or ckpt.imgsz)
+    target = torch.device(device)
+    try:
+        class_filter(classes, ckpt.model.num_classes, torch.device("cpu"))
+    except ValueError as exc:
+        raise UsageError(f"--classes {' '.join(map(str, classes or ()))}: {exc}") from None
+    net, mode = prepare_inference_model(ckpt.model, decode=decode, device=target)
+    files = list_images(source)
+    if not files:
+        return PredictionRun([], [])
+    written = predict_files_to_dir(
+        net,
+        files,
+        output,
+        mode=mode,
+        names=ckpt.names,
+        imgsz=size,
+        conf=conf,
+        iou=iou,
+        max_det=max_det,
+        device=target,
+        classes=classes,
+        agnostic_nms=agnostic_nms,
+        weights=weights,
+        on_progress=on_progress,
+        on_skip=on_skip,
+    )
+    return PredictionRun(files, written)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_cli("lucid-predict", lambda: _run(args))
+
+
+def _skipped(exc: ImageLoadError) -> None:
+    print(f"lucid-predict: skipped {exc}", file=sys.stderr)
+
+
+def _run(args: argparse.Namespace) -> int:
+    run = predict_to_dir(
+        args.weights,
+        args.source,
+        args.output,
+        imgsz=args.imgsz,
+        conf=args.conf,
+        iou=args.iou,
+        max_det=args.max_det,
+        device=args.device,
+        decode=args.decode,
+        classes=args.classes,
+        agnostic_nms=args.agnostic_nms,
+        on_progress=Progress(),
+        on_skip=_skipped,
+    )
+    if not run.images:
+        print(f"lucid-predict: no image files in {args.source}", file=sys.stderr)
+        return 1
+    done = len(run.written)
+    print(f"lucid-predict: {done}/{len(run.images)} image(s) written to {Path(args.output)}", file=sys.stderr)
     return 0 if done else 1
 
 

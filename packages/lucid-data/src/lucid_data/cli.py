@@ -1,9 +1,10 @@
 """`lucid-data` console script: `check`, `synth`, `convert`, `tile`, `download`.
 
-- `check PATH [--split S ...] [--task T] [--no-images]`: reads every split with the readers in non-strict mode,
-  fully decodes every image, prints each bad label as `file:line: reason` and each corrupt image, then a
-  summary; exit status 1 when anything is wrong (also: a data YAML without a `val` split, a split with no
-  instances, e.g. a missing `labels/` folder), 2 when the layout is not recognised (with what was expected).
+- `check PATH [--split S ...] [--task T] [--no-images]` (:func:`check_dataset`): reads every split with the readers
+  in non-strict mode, fully decodes every image, prints each bad label as `file:line: reason` and each corrupt
+  image, then a summary; exit status 1 when anything is wrong (also: a data YAML without a `val` split, a split
+  with no instances, e.g. a missing `labels/` folder), 2 when the layout is not recognised (with what was
+  expected).
 
 Every command runs inside the shared error boundary (`lucid_core.cli_errors.run_cli`): a bad label, a corrupt
 image, a missing file or a full disk is one paragraph on stderr and exit status 2; a bug keeps its traceback.
@@ -16,21 +17,32 @@ image, a missing file or a full disk is one paragraph on stderr and exit status 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from lucid_core.cli_errors import one_paragraph
+import yaml
 
-__all__ = ["main"]
+from lucid_core.cli_errors import one_paragraph, run_cli
+from lucid_data.cache import CacheTooLargeError
+from lucid_data.convert import convert
+from lucid_data.download import ASSETS, Asset, ChecksumError, download_dataset
+from lucid_data.imageio import CorruptImageError, load_image
+from lucid_data.readers.common import LabelError
+from lucid_data.readers.dota import write_tiles
+from lucid_data.readers.probe import load_dataset
+from lucid_data.readers.yolo import label_path_for
+from lucid_data.synth import synthesize
+
+__all__ = ["DatasetCheck", "check_dataset", "main"]
 
 
 def _splits_of(path: Path, requested: list[str] | None) -> list[str]:
     if requested:
         return requested
     if path.suffix in (".yaml", ".yml"):
-        import yaml
-
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         found = [s for s in ("train", "val", "test") if raw.get(s)]
         return found or ["train"]
@@ -43,59 +55,100 @@ def _splits_of(path: Path, requested: list[str] | None) -> list[str]:
     return ["train"]
 
 
-def _cmd_check(args: argparse.Namespace) -> int:
-    from lucid_data.imageio import CorruptImageError, load_image
-    from lucid_data.readers.common import LabelError
-    from lucid_data.readers.probe import load_dataset
+@dataclass
+class DatasetCheck:
+    """What :func:`check_dataset` found: every report line (in order) and the counts."""
 
-    path = Path(args.path)
-    n_problems = n_corrupt = n_images = n_instances = 0
+    lines: list[str] = field(default_factory=list)
+    images: int = 0
+    instances: int = 0
+    problems: int = 0
+    corrupt: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """No label problem and no corrupt image."""
+        return self.problems == self.corrupt == 0
+
+    def summary(self) -> str:
+        """The closing line ``lucid-data check`` prints (``OK: ...`` or ``FAILED: ...``)."""
+        return (
+            f"{'OK' if self.ok else 'FAILED'}: {self.images} images, {self.instances} instances, "
+            f"{self.problems} label problem(s), {self.corrupt} corrupt image(s)"
+        )
+
+
+def check_dataset(
+    path: str | os.PathLike[str],
+    *,
+    splits: Sequence[str] | None = None,
+    task: str | None = None,
+    decode_images: bool = True,
+    on_line: Callable[[str], None] | None = None,
+) -> DatasetCheck:
+    """Read every split of the dataset at ``path`` non-strictly and (``decode_images``) decode every image.
+
+    Each bad label (``file:line: reason``), corrupt image, split without instances and a data YAML without ``val``
+    (when ``splits`` is not given; default: every split found) is a report line, passed to ``on_line`` as it is
+    found. An unrecognised layout raises the reader's ``FileNotFoundError`` / ``ValueError``.
+    """
+    path = Path(path)
+    check = DatasetCheck()
+
+    def emit(line: str) -> None:
+        check.lines.append(line)
+        if on_line is not None:
+            on_line(line)
+
+    requested = list(splits) if splits else None
+    split_names = _splits_of(path, requested)
+    missing_val = _missing_val_split(path) if not requested else None
+    if missing_val:
+        emit(missing_val)
+        check.problems += 1
+    for split in split_names:
+        source = load_dataset(path, split, task, strict=False)  # type: ignore[arg-type]
+        emit(f"{path} [{split}]: {source.task}, {len(source)} images, {source.num_classes} classes")
+        for problem in source.problems:
+            emit(str(problem))
+        for corrupt in source.corrupt_images:
+            emit(str(corrupt))
+        check.problems += len(source.problems)
+        check.corrupt += len(source.corrupt_images)
+        check.images += len(source) + len(source.corrupt_images)
+        split_instances = sum(len(record.targets) for record in source.records)
+        check.instances += split_instances
+        if split_instances == 0 and len(source):
+            emit(_no_instances(path, split, source))
+            check.problems += 1
+        for record in source.records:
+            if decode_images:
+                try:
+                    load_image(record.path)
+                except CorruptImageError as exc:
+                    emit(f"{exc.path}: corrupt image: {exc.reason}")
+                    check.corrupt += 1
+    return check
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
     try:
-        splits = _splits_of(path, args.split)
-        missing_val = _missing_val_split(path) if not args.split else None
-        if missing_val:
-            print(missing_val)
-            n_problems += 1
-        for split in splits:
-            source = load_dataset(path, split, args.task, strict=False)
-            print(f"{path} [{split}]: {source.task}, {len(source)} images, {source.num_classes} classes")
-            for problem in source.problems:
-                print(problem)
-            for corrupt in source.corrupt_images:
-                print(corrupt)
-            n_problems += len(source.problems)
-            n_corrupt += len(source.corrupt_images)
-            n_images += len(source) + len(source.corrupt_images)
-            split_instances = sum(len(record.targets) for record in source.records)
-            n_instances += split_instances
-            if split_instances == 0 and len(source):
-                print(_no_instances(path, split, source))
-                n_problems += 1
-            for record in source.records:
-                if not args.no_images:
-                    try:
-                        load_image(record.path)
-                    except CorruptImageError as exc:
-                        print(f"{exc.path}: corrupt image: {exc.reason}")
-                        n_corrupt += 1
+        check = check_dataset(
+            args.path, splits=args.split, task=args.task, decode_images=not args.no_images, on_line=print
+        )
     except (FileNotFoundError, ValueError) as exc:
         if isinstance(exc, LabelError):
             raise
         print(f"lucid-data: error: {one_paragraph(str(exc))}", file=sys.stderr)
         return 2
-    status = "OK" if n_problems == n_corrupt == 0 else "FAILED"
-    print(
-        f"{status}: {n_images} images, {n_instances} instances, {n_problems} label problem(s), {n_corrupt} corrupt image(s)"
-    )
-    return 0 if status == "OK" else 1
+    print(check.summary())
+    return 0 if check.ok else 1
 
 
 def _missing_val_split(path: Path) -> str | None:
     """A data YAML without ``val`` cannot be validated during training: the problem line, else ``None``."""
     if path.suffix not in (".yaml", ".yml") or not path.is_file():
         return None
-    import yaml
-
     raw = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or {}
     if isinstance(raw, dict) and not raw.get("val"):
         return (
@@ -107,8 +160,6 @@ def _missing_val_split(path: Path) -> str | None:
 
 def _no_instances(path: Path, split: str, source: object) -> str:
     """The problem line of a split with images but not one labelled instance (a missing labels/ folder?)."""
-    from lucid_data.readers.yolo import label_path_for
-
     records = getattr(source, "records", [])
     message = f"{path} [{split}]: {len(records)} images but no labelled instance"
     if records and not getattr(source, "annotation_file", None):
@@ -119,8 +170,6 @@ def _no_instances(path: Path, split: str, source: object) -> str:
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
-    from lucid_data.synth import synthesize
-
     yaml_path = synthesize(
         args.task,
         Path(args.output),
@@ -135,8 +184,6 @@ def _cmd_synth(args: argparse.Namespace) -> int:
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    from lucid_data.convert import convert
-
     out = convert(args.source, args.output, args.to, split=args.split, task=args.task, copy_images=args.copy_images,
                   decimals=args.decimals)  # fmt: skip
     print(out)
@@ -144,9 +191,6 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _cmd_tile(args: argparse.Namespace) -> int:
-    from lucid_data.readers.dota import write_tiles
-    from lucid_data.readers.probe import load_dataset
-
     source = load_dataset(args.source, args.split, "obb")
     print(
         write_tiles(
@@ -161,8 +205,6 @@ def _cmd_tile(args: argparse.Namespace) -> int:
 
 
 def _cmd_download(args: argparse.Namespace) -> int:
-    from lucid_data.download import ASSETS, Asset, ChecksumError, download_dataset
-
     assets = ASSETS
     if args.url:
         if not args.sha256:
@@ -238,11 +280,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from lucid_core.cli_errors import run_cli
-    from lucid_data.cache import CacheTooLargeError
-    from lucid_data.imageio import CorruptImageError
-    from lucid_data.readers.common import LabelError
-
     args = build_parser().parse_args(argv)
     known = (LabelError, CorruptImageError, CacheTooLargeError)
     return run_cli("lucid-data", lambda: int(args.func(args)), extra_known=known)

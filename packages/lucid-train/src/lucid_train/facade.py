@@ -1,21 +1,25 @@
 """`YOLO`: the ``model.fit / val / predict / export`` habits people bring from the incumbent, on top of Lightning.
 
-Every method is a thin call into a command that already exists, with the same defaults, run directory and files:
+Every method is a thin call into the typed function behind a command, with the same defaults, run directory and
+files:
 
 =========================  ===========================================================================
 ``YOLO(...).fit(...)``     ``lucid-train fit`` (:func:`lucid_train.cli.build_cli`: LightningCLI, our module, data
                            module, callbacks, loggers, run directory rules)
-``YOLO(...).val(...)``     ``lucid-eval`` (:func:`lucid_train.eval.cli.run`: input checks, COCO scoring, report)
-``YOLO(...).predict(...)`` ``lucid-predict`` (:func:`lucid_core.inference.predict`; ``output=`` runs
-                           :func:`lucid_core.predict_cli.main`, so the JSON files are lucid-predict's)
+``YOLO(...).val(...)``     ``lucid-eval`` (:func:`lucid_train.eval.evaluate_checkpoint`: input checks, COCO
+                           scoring, report)
+``YOLO(...).predict(...)`` ``lucid-predict`` (:func:`lucid_core.inference.predict`; with ``output=`` the images
+                           lucid-predict reads, each predicted once and written by
+                           :func:`lucid_core.predict_cli.predict_files_to_dir`: lucid-predict's JSON files)
 ``YOLO(...).export(...)``  ``lucid-export`` (:func:`lucid_core.export_cli.export`: the ONNX file + parity check)
 =========================  ===========================================================================
 
 ``YOLO(source)`` takes a registered model name (``yolo26n``, ``yolo11s-pose``, ``yolov8m-seg``:
 :func:`lucid_core.list_models` ``.name``; randomly initialised, trained from scratch by ``fit``), lucid-core
 weights (a stem, ``.safetensors`` or ``.json``, e.g. ``runs/train/best``) or a reference ``.pt`` checkpoint
-(converted once with ``lucid-convert`` into ``$LUCID_CACHE_DIR/converted/``; nothing in the pickle runs). After
-``fit`` the object holds the run's ``best`` weights, so ``val``/``predict``/``export`` use the trained model.
+(converted once with :func:`lucid_core.interop.cli.convert`, lucid-convert's function, into
+``$LUCID_CACHE_DIR/converted/``; nothing in the pickle runs). After ``fit`` the object holds the run's ``best``
+weights, so ``val``/``predict``/``export`` use the trained model.
 
 ``fit`` keyword arguments map onto ``lucid-train`` flags: ``data`` → ``--data.root``, ``epochs`` →
 ``--trainer.max_epochs``, ``imgsz`` → ``--data.imgsz``, ``batch`` → ``--data.batch_size``, ``workers`` →
@@ -29,7 +33,6 @@ weights (a stem, ``.safetensors`` or ``.json``, e.g. ``runs/train/best``) or a r
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -37,12 +40,26 @@ import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from lucid_core.checkpoint import checkpoint_paths, file_sha256, load, save_model
+from lucid_core.cli_errors import UsageError
+from lucid_core.decode import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
+from lucid_core.errors import CheckpointImportError, RefusedGlobalError
+from lucid_core.export_cli import ExportInputError, export, print_report
+from lucid_core.inference import cached_inference_model, list_image_files, predict
+from lucid_core.interop.cli import convert
+from lucid_core.models import build_model, list_models
+from lucid_core.predict_cli import list_images, predict_files_to_dir
+from lucid_data.augment.pipeline import AugmentConfig
 from lucid_train.errors import TrainingSetupError
+from lucid_train.eval import EvalInputError, evaluate_checkpoint, evaluate_model
+from lucid_train.recipe import LossConfig, OptimizerConfig
 
-#: reference-style task suffixes of model names (``yolo26n-seg``) → task.
+#: classes of an untrained model built from a registered name (COCO's 80, named "0".."79").
 DEFAULT_NUM_CLASSES = 80
+#: ``lucid-train``'s ``--model.task`` default: :meth:`YOLO.fit_command` leaves the flag out for it.
+CLI_DEFAULT_TASK = "detect"
 
 
 def _flag_value(value: Any) -> str:
@@ -58,9 +75,6 @@ def _flag_value(value: Any) -> str:
 
 def _recipe_flags() -> dict[str, str]:
     """Recipe/augmentation field name → its dotted ``lucid-train`` flag (see the module docstring)."""
-    from lucid_data.augment.pipeline import AugmentConfig
-    from lucid_train.recipe import LossConfig, OptimizerConfig
-
     flags: dict[str, str] = {}
     for cls, prefix in (
         (AugmentConfig, "data.augment"),
@@ -86,8 +100,6 @@ def _device_flags(device: str | int) -> list[str]:
 
 def _model_key(name: str) -> Any:
     """The registered ``ModelKey`` spelled ``name`` (``yolo26n-seg``), or None."""
-    from lucid_core.models import list_models
-
     return next((key for key in list_models() if key.name == name), None)
 
 
@@ -114,6 +126,8 @@ class YOLO:
         self.trainer: Any = None
         self._model: Any = None
         self._imgsz = 640  # the loaded weights' training imgsz (`model`); an untrained model name: 640
+        # the loaded weights' class names (`model`); an untrained model name: "0".."79"
+        self._names = [str(i) for i in range(DEFAULT_NUM_CLASSES)]
         self._scratch: Path | None = None
         if self.key is not None:
             return
@@ -129,8 +143,6 @@ class YOLO:
                 f"with `lucid-train fit --ckpt_path {text}`, or use the run's exported weights "
                 f"({path.with_name('best')} = best.safetensors + best.json)"
             )
-        from lucid_core.checkpoint import checkpoint_paths
-
         weights, config = checkpoint_paths(path)
         if not weights.is_file() or not config.is_file():
             raise FileNotFoundError(
@@ -149,29 +161,25 @@ class YOLO:
             self.weights = self._converted(self.reference)
             return self.weights
         if self._scratch is None:  # an untrained model name: its random weights, saved once
-            from lucid_core.checkpoint import save_model
-
             folder = Path(tempfile.mkdtemp(prefix="lucid-yolo-"))
             self._scratch = folder / self.key.name
-            save_model(
-                self.model, self._scratch, names=[str(i) for i in range(DEFAULT_NUM_CLASSES)], imgsz=640
-            )
+            save_model(self.model, self._scratch, names=self._names, imgsz=640)
         return self._scratch
 
     @staticmethod
     def _converted(reference: Path) -> Path:
         """``lucid-convert REFERENCE $LUCID_CACHE_DIR/converted/<stem>-<sha8>`` (once per file content)."""
-        from lucid_core.checkpoint import checkpoint_paths, file_sha256
-        from lucid_core.interop.cli import main as convert
-        from lucid_train.datamodule import cache_root
+        from lucid_train.datamodule import cache_root  # deferred: the data module imports Lightning
 
         target = cache_root() / "converted" / f"{reference.stem}-{file_sha256(reference)[:8]}"
         if not checkpoint_paths(target)[0].is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
-            if convert([str(reference), str(target)]) != 0:
+            try:
+                print(convert(reference, target).summary())
+            except (CheckpointImportError, RefusedGlobalError, UsageError) as exc:
                 raise TrainingSetupError(
-                    f"YOLO({str(reference)!r}): lucid-convert refused the file (see above)"
-                )
+                    f"YOLO({str(reference)!r}): lucid-convert refused the file: {exc}"
+                ) from exc
         return target
 
     @property
@@ -179,16 +187,13 @@ class YOLO:
         """The ``lucid_core`` YOLOModel (loaded on first use; a fresh one for a model name)."""
         if self._model is None:
             if self.weights is None and self.reference is None:
-                from lucid_core.models import build_model
-
                 self._model = build_model(
                     self.key.family, self.key.task, self.key.scale, num_classes=DEFAULT_NUM_CLASSES
                 )
             else:
-                from lucid_core.checkpoint import load_checkpoint
-
-                checkpoint = load_checkpoint(self.weights_path())
+                checkpoint = load(self.weights_path())
                 self._model, self._imgsz = checkpoint.model, int(checkpoint.imgsz)
+                self._names = list(checkpoint.names)
         return self._model
 
     def _model_flags(self) -> list[str]:
@@ -201,7 +206,7 @@ class YOLO:
             family, scale, task = config.family, config.scale, config.task
             weights = ["--model.weights", str(path)]
         flags = ["--model.family", family, "--model.scale", scale, *weights]
-        return flags + (["--model.task", task] if task != "detect" else [])
+        return flags + (["--model.task", task] if task != CLI_DEFAULT_TASK else [])
 
     # ------------------------------------------------------------------ fit
     def fit_command(
@@ -254,7 +259,11 @@ class YOLO:
         With ``data=None`` the embedded default (the synthetic shapes run) is trained, as ``lucid-train fit``.
         Setup errors raise :class:`~lucid_train.errors.TrainingSetupError` (the CLI prints the same paragraph).
         """
-        from lucid_train.cli import _check_config_files, build_cli, with_embedded_default
+        from lucid_train.cli import (  # deferred: Lightning, for fit only
+            _check_config_files,
+            build_cli,
+            with_embedded_default,
+        )
 
         args = with_embedded_default(self.fit_command(data, epochs, **recipe))
         _check_config_files(args)
@@ -280,24 +289,19 @@ class YOLO:
             YOLO("runs/train/best").val(data="data.yaml", output="runs/train/eval.json")
             # lucid-eval --weights runs/train/best --data data.yaml --output runs/train/eval.json
 
-        ``options``: ``split``, ``imgsz``, ``batch``, ``conf``, ``iou``, ``max_det``, ``decode``, ``backend``,
-        ``device``, ``workers``, ``output`` (default: ``eval.json`` beside the weights). Returns the report dict
+        ``options`` are :func:`lucid_train.eval.evaluate_checkpoint`'s: ``split``, ``imgsz``, ``batch``,
+        ``square``, ``conf``, ``iou``, ``max_det``, ``decode``, ``backend``, ``device``, ``workers``, ``output``
+        (default: ``eval.json`` beside the weights). Returns the report dict
         (``report["iou_types"]["bbox"]["mAP50-95"]`` …), also written to ``output``.
         """
-        from lucid_train.eval.cli import EvalInputError, _parser, run
-
         source = os.fspath(data) if data is not None else self.data
         if source is None:
             raise TrainingSetupError("YOLO.val: no data given and no fit ran; pass data=<dataset>")
         weights = self.weights_path()
         output = options.pop("output", None) or weights.parent / "eval.json"
-        argv = ["--weights", str(weights), "--data", source, "--output", os.fspath(output)]
-        for key, value in options.items():
-            argv += [f"--{key.replace('_', '-')}", _flag_value(value)]
-        args = _parser().parse_args(argv)
         try:
-            return run(args)
-        except EvalInputError as exc:
+            return evaluate_checkpoint(weights, source, output=output, **options)
+        except (EvalInputError, UsageError) as exc:
             raise TrainingSetupError(str(exc)) from exc
 
     # ------------------------------------------------------------------ predict
@@ -311,70 +315,62 @@ class YOLO:
         iou: float | None = None,
         max_det: int | None = None,
         device: str = "cpu",
-        decode: str | None = None,
+        decode: Literal["nms", "topk"] | None = None,
         classes: Sequence[int] | None = None,
         agnostic_nms: bool = False,
     ) -> list[Any]:
         """Detections (``lucid_core.Detections``, original-image pixels) of each image of ``source``.
 
-        ``source``: an image file, a folder (its image files, as ``lucid-predict``), or images
-        ``lucid_core.predict`` accepts (arrays, tensors, PIL images). ``imgsz`` defaults to the weights'. With
-        ``output`` the per-image JSON files are written by ``lucid-predict`` itself. ``classes`` /
-        ``agnostic_nms``: keep only those class ids / class-agnostic NMS (``lucid_core.predict``). Example::
+        ``source``: an image file, a folder (its image files), or images ``lucid_core.predict`` accepts (arrays,
+        tensors, PIL images). ``imgsz`` defaults to the weights'. ``classes`` / ``agnostic_nms``: keep only those
+        class ids / class-agnostic NMS (``lucid_core.predict``). With ``output`` (a file or folder source) the
+        images are the ones ``lucid-predict`` reads, each predicted once and written as lucid-predict writes it
+        (one JSON per image, :func:`lucid_core.predict_cli.predict_files_to_dir`). Example::
 
             YOLO("runs/train/best").predict("images/", output="runs/predict")
             # lucid-predict --weights runs/train/best --source images/ --output runs/predict
         """
-        from lucid_core.decode.postprocess import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
-        from lucid_core.inference import list_image_files, predict
-
         model = self.model  # loaded once: repeated calls reuse it and its prepared (fused) copy
         size = int(imgsz or self._imgsz)
-        values = {
-            "conf": PREDICT_CONF if conf is None else conf,
-            "iou": DEFAULT_IOU if iou is None else iou,
-            "max_det": DEFAULT_MAX_DET if max_det is None else max_det,
-        }
-        images: Any = source
-        if isinstance(source, str | os.PathLike):
-            images = list_image_files(source)
-        detections = predict(
-            model,
-            images,
+        threshold = float(PREDICT_CONF if conf is None else conf)
+        nms_iou = float(DEFAULT_IOU if iou is None else iou)
+        keep = int(DEFAULT_MAX_DET if max_det is None else max_det)
+        if output is None:
+            images = list_image_files(source) if isinstance(source, str | os.PathLike) else source
+            return predict(
+                model,
+                images,
+                imgsz=size,
+                conf=threshold,
+                iou=nms_iou,
+                max_det=keep,
+                device=device,
+                decode=decode,
+                classes=classes,
+                agnostic_nms=agnostic_nms,
+            )
+        if not isinstance(source, str | os.PathLike):
+            raise TypeError("YOLO.predict: output= needs a file or folder source (what lucid-predict reads)")
+        files = list_images(source)
+        if not files:
+            raise TrainingSetupError(f"YOLO.predict: no image files in {os.fspath(source)}")
+        net, mode = cached_inference_model(model, decode=decode, device=device)
+        written = predict_files_to_dir(
+            net,
+            files,
+            output,
+            mode=mode,
+            names=self._names,
             imgsz=size,
-            conf=float(values["conf"]),
-            iou=float(values["iou"]),
-            max_det=int(values["max_det"]),
+            conf=threshold,
+            iou=nms_iou,
+            max_det=keep,
             device=device,
-            decode=decode,  # type: ignore[arg-type]
             classes=classes,
             agnostic_nms=agnostic_nms,
+            weights=self.weights,
         )
-        if output is not None:
-            if not isinstance(source, str | os.PathLike):
-                raise TypeError(
-                    "YOLO.predict: output= needs a file or folder source (what lucid-predict reads)"
-                )
-            from lucid_core.predict_cli import main as predict_cli
-
-            argv = [
-                "--weights",
-                str(self.weights_path()),
-                "--source",
-                os.fspath(source),
-                "--output",
-                os.fspath(output),
-            ]
-            argv += ["--imgsz", str(size), "--conf", str(values["conf"]), "--iou", str(values["iou"])]
-            argv += ["--max-det", str(values["max_det"]), "--device", device]
-            argv += ["--decode", decode] if decode is not None else []
-            argv += ["--classes", *map(str, classes)] if classes is not None else []
-            argv += ["--agnostic-nms"] if agnostic_nms else []
-            if predict_cli(argv) != 0:
-                raise TrainingSetupError(
-                    f"YOLO.predict: lucid-predict wrote nothing for {source} (see above)"
-                )
-        return detections
+        return [item.detections for item in written]
 
     # ------------------------------------------------------------------ export
     def export(
@@ -397,27 +393,26 @@ class YOLO:
         The file goes beside the weights unless ``output`` is given (an untrained model name: ``<name>.onnx`` in
         the working directory). A failed parity check raises ``RuntimeError``.
         """
-        from lucid_core.export_cli import ExportInputError, build_parser, export, print_report
-
         weights = self.weights_path()
         if output is None and self.weights is None and self.reference is None:
             output = Path.cwd() / f"{self.key.name}.onnx"
-        argv = [str(weights), "--format", format]
-        argv += ["--imgsz", str(imgsz)] if imgsz is not None else []
-        argv += ["--dynamic-batch"] if dynamic_batch else []
-        argv += ["--half"] if half else []
-        argv += ["--output", os.fspath(output)] if output is not None else []
-        argv += [] if check else ["--no-check"]
-        args: argparse.Namespace = build_parser().parse_args(argv)
         try:
-            path, report, description = export(args)
+            result = export(
+                weights,
+                format=format,
+                imgsz=imgsz,
+                dynamic_batch=dynamic_batch,
+                half=half,
+                output=output,
+                check=check,
+            )
         except ExportInputError as exc:
             raise TrainingSetupError(str(exc)) from exc
-        if not print_report(args, path, report, description):
+        if not print_report(result):
             raise RuntimeError(
-                f"lucid-export: {path}: the onnxruntime outputs differ from PyTorch (see above)"
+                f"lucid-export: {result.path}: the onnxruntime outputs differ from PyTorch (see above)"
             )
-        return path
+        return result.path
 
     def __repr__(self) -> str:
         return f"YOLO({self.source!r}, weights={None if self.weights is None else str(self.weights)!r})"
@@ -432,12 +427,8 @@ def evaluate(model: Any, data: str | os.PathLike[str] | Any, **options: Any) -> 
     ``DetectionDataset``. ``options`` go to :func:`lucid_train.eval.evaluate_model` (``imgsz``, ``batch_size``,
     ``conf``, ``iou``, ``max_det``, ``decode``, ``device``, ``backend``…), whose pipeline ``lucid-eval`` runs too.
     """
-    from lucid_train.eval import evaluate_model
-
     if isinstance(model, str | os.PathLike):
-        from lucid_core.checkpoint import load_weights
-
-        checkpoint = load_weights(model)
+        checkpoint = load(model)
         options.setdefault("imgsz", checkpoint.imgsz)
         model = checkpoint.model
     source = os.fspath(data) if isinstance(data, os.PathLike) else data

@@ -1,6 +1,9 @@
-"""Official-protocol (COCO) evaluation: ground truth for any layout, the evaluator, `evaluate_model`, `lucid-eval`."""
+"""Official-protocol evaluation: ground truth for any layout, the evaluator, `evaluate_model`, and the typed entry
+points of ``lucid-eval`` (`evaluate_checkpoint`, DOTA Task-1 `score_dota`)."""
 
+from lucid_train.eval.cli import EvalInputError, evaluate_checkpoint
 from lucid_train.eval.coco_gt import COCO_KPT_SIGMAS, CocoGroundTruth, GroundTruthError, GtImage
+from lucid_train.eval.dota import DotaScoring, evaluate_dota, score_dota
 from lucid_train.eval.evaluator import BACKENDS, IOU_TYPES, COCOEvaluator, EvalResult, IouTypeResult
 from lucid_train.eval.runner import ModelScorer, decode_paths, evaluate_model
 
@@ -10,11 +13,16 @@ __all__ = [
     "IOU_TYPES",
     "COCOEvaluator",
     "CocoGroundTruth",
+    "DotaScoring",
+    "EvalInputError",
     "EvalResult",
     "GroundTruthError",
     "GtImage",
     "IouTypeResult",
     "ModelScorer",
     "decode_paths",
+    "evaluate_checkpoint",
+    "evaluate_dota",
     "evaluate_model",
+    "score_dota",
 ]

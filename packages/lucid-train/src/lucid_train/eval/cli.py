@@ -7,26 +7,34 @@
                [--merge-tiles | --split-scenes [--tile-size 1024] [--gap 200] [--rates 1.0 ...]]
                [--merged-dets DIR] --output report.json
 
-The second form scores oriented boxes with the official DOTA Task-1 protocol (`lucid_train.eval.dota`: per-class
-VOC AP at polygon IoU 0.5, 07 11-point and all-point, difficult ignored) on whole images; with ``--merge-tiles``
-the detections are on devkit-named tiles (``name__rate__left___up``) and are merged back first; with
-``--split-scenes`` the --data scenes are split into such tiles here, predicted, merged and scored.
-
-Everything that can be wrong with the inputs is checked BEFORE inference: the checkpoint (lucid_core format and
-hash), the annotations (they must parse: strict reading), every image file (it must exist and be non-empty) and
-the classes (the model's class count and names must equal the dataset's). Each failure exits with status 2 and
-one message naming the file / field / value. The report is written atomically (`lucid_train.eval.report`).
+The first form is :func:`evaluate_checkpoint`, the second (the official DOTA Task-1 protocol for oriented boxes)
+:func:`lucid_train.eval.dota.score_dota`; this module's ``main`` only parses the flags, calls them and prints the
+scores. Unusable inputs (checkpoint, annotations, image files, classes) are found BEFORE inference; each exits with
+status 2 and one message naming the file / field / value.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from lucid_core.checkpoint import CheckpointError, checkpoint_paths, load
+from lucid_core.cli_errors import refuse_overwrite, run_cli
+from lucid_core.loss.terms.pose import resolve_keypoint_sigmas
+from lucid_core.tasks import get_task
+from lucid_data.readers import load_dataset
+from lucid_train.eval import runner
+from lucid_train.eval.dota import DotaFormatError, format_dota_table, score_dota
 from lucid_train.eval.evaluator import BACKENDS
+from lucid_train.eval.report import build_report, sha256_file, write_report
+from lucid_train.eval.sources import ground_truth_for_path
+from lucid_train.validation import KNOWN_ERRORS
+
+__all__ = ["EvalInputError", "check_classes", "check_images", "evaluate_checkpoint", "main"]
 
 
 class EvalInputError(ValueError):
@@ -88,12 +96,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def _pose_kpt_sigmas(model: Any, source: Any, data: Path) -> list[float] | None:
     """The OKS sigmas the keypoint metric uses — the same as the pose loss (``resolve_keypoint_sigmas``): the
-    dataset's own ``kpt_sigmas`` (read and validated with the data YAML), else COCO's for (17, 3), else 1/K
-    (fixture README "pose_loss_*.pt", step 5). None for other tasks."""
-    if getattr(model, "task", None) != "pose":
+    dataset's own ``kpt_sigmas``, else COCO's for (17, 3), else 1/K. None for a task without keypoints."""
+    task = getattr(model, "task", None)
+    if task is None or "keypoints" not in get_task(task).target_fields:
         return None
-    from lucid_core.loss.terms.pose import resolve_keypoint_sigmas
-
     kpt_shape = getattr(model, "kpt_shape", None) or getattr(source, "kpt_shape", None) or (17, 3)
     try:
         return [float(v) for v in resolve_keypoint_sigmas(kpt_shape, getattr(source, "kpt_sigmas", None))]
@@ -132,46 +138,66 @@ def check_classes(model_names: Sequence[str], num_classes: int, source: Any, wei
         )
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Check inputs, evaluate, write the report; returns the report dict."""
-    from lucid_core.checkpoint import CheckpointError, load_weights
-    from lucid_data.readers import load_dataset
-    from lucid_train.eval.report import build_report, sha256_file, write_report
-    from lucid_train.eval.runner import evaluate_model
-    from lucid_train.eval.sources import ground_truth_for_path
+def evaluate_checkpoint(
+    weights: str | os.PathLike[str],
+    data: str | os.PathLike[str],
+    *,
+    output: str | os.PathLike[str],
+    split: str = "val",
+    imgsz: int | None = None,
+    batch: int = 16,
+    square: bool = False,
+    conf: float = 0.001,
+    iou: float = 0.7,
+    max_det: int = 300,
+    decode: Literal["topk", "nms", "both"] | None = None,
+    backend: str = "lucid",
+    device: str = "cpu",
+    workers: int = 0,
+) -> dict[str, Any]:
+    """COCO-protocol scores of the checkpoint ``weights`` on the ``split`` of ``data``, written to ``output``
+    (JSON, atomically, :mod:`lucid_train.eval.report`); returns that report dict.
 
-    if not args.weights or not args.data:
+    ``weights``: lucid-core weights or a reference ``.pt``; ``data``: a YOLO data YAML, COCO JSON / folder or DOTA
+    folder. ``imgsz`` defaults to the checkpoint's; ``square`` letterboxes every image to ``imgsz`` instead of
+    rectangular batches of ``batch``; ``decode``: None = ``"nms"``, ``"both"`` adds the top-k scores
+    (``other_decodes``). Before inference the inputs are checked (checkpoint, annotations, image files, class
+    count and names): a problem raises :class:`EvalInputError` naming it; an ``output`` that would replace an
+    input raises :class:`~lucid_core.cli_errors.OutputOverwriteError`.
+    """
+    if not weights or not data:
         raise EvalInputError("--weights and --data are required (or --dota-labels for the DOTA protocol)")
+    refuse_overwrite("--output", output, [*checkpoint_paths(weights), data])
     try:
-        checkpoint = load_weights(args.weights, map_location=args.device)
+        checkpoint = load(weights, device=device)
     except (CheckpointError, FileNotFoundError) as exc:
         raise EvalInputError(f"--weights: {exc}") from exc
     model = checkpoint.model
-    data = Path(args.data)
+    data_path = Path(data)
     try:
-        source = load_dataset(data, args.split, model.task)  # type: ignore[arg-type]
+        source = load_dataset(data_path, split, model.task)  # type: ignore[arg-type]
     except (ValueError, OSError, KeyError) as exc:  # LabelError, JSON / YAML errors, missing files
-        raise EvalInputError(f"--data {data} (split {args.split!r}): {exc}") from exc
+        raise EvalInputError(f"--data {data_path} (split {split!r}): {exc}") from exc
     check_images(source)
-    check_classes(checkpoint.names, model.num_classes, source, str(args.weights))
-    kpt_sigmas = _pose_kpt_sigmas(model, source, data)
-    gt = ground_truth_for_path(data, args.split, source, model.task)
-    imgsz = int(args.imgsz or checkpoint.imgsz)
+    check_classes(checkpoint.names, model.num_classes, source, str(weights))
+    kpt_sigmas = _pose_kpt_sigmas(model, source, data_path)
+    gt = ground_truth_for_path(data_path, split, source, model.task)
+    size = int(imgsz or checkpoint.imgsz)
 
     tic = time.perf_counter()
-    result = evaluate_model(
+    result = runner.evaluate_model(
         model,
         source,
-        imgsz=imgsz,
-        batch_size=args.batch,
-        rect=not args.square,
-        conf=args.conf,
-        iou=args.iou,
-        max_det=args.max_det,
-        decode=args.decode,
-        device=args.device,
-        backend=args.backend,
-        workers=args.workers,
+        imgsz=size,
+        batch_size=batch,
+        rect=not square,
+        conf=conf,
+        iou=iou,
+        max_det=max_det,
+        decode=decode,
+        device=device,
+        backend=backend,
+        workers=workers,
         ground_truth=gt,
         kpt_sigmas=kpt_sigmas,
     )
@@ -179,42 +205,53 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     assert checkpoint.weights_path is not None
     report = build_report(
         result,
-        weights=str(args.weights),
+        weights=str(weights),
         weights_sha256=sha256_file(checkpoint.weights_path),
-        data=str(data),
-        split=args.split,
+        data=str(data_path),
+        split=split,
         family=getattr(model, "family", None),
         task=model.task,
-        imgsz=imgsz,
-        conf=args.conf,
-        iou=args.iou,
-        max_det=args.max_det,
-        device=str(args.device),
+        imgsz=size,
+        conf=conf,
+        iou=iou,
+        max_det=max_det,
+        device=str(device),
         total_seconds=seconds,
     )
-    write_report(args.output, report)
+    write_report(output, report)
     return report
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from lucid_core.cli_errors import run_cli
-    from lucid_train.validation import KNOWN_ERRORS
+def _dota_requested(args: argparse.Namespace) -> bool:
+    """Whether the flags ask for the DOTA protocol (``--dota-labels``/``--dota-dets``/``--merge-tiles``/
+    ``--split-scenes``)."""
+    return bool(args.dota_labels or args.dota_dets or args.merge_tiles or args.split_scenes)
 
+
+def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     return run_cli("lucid-eval", lambda: _main(args), extra_known=(EvalInputError, *KNOWN_ERRORS))
 
 
 def _main(args: argparse.Namespace) -> int:
-    from lucid_core.checkpoint import checkpoint_paths
-    from lucid_core.cli_errors import refuse_overwrite
-    from lucid_train.eval.dota import dota_mode_requested
-
-    if dota_mode_requested(args):
+    if _dota_requested(args):
         return _main_dota(args)
-    if not args.weights or not args.data:
-        raise EvalInputError("--weights and --data are required (or --dota-labels for the DOTA protocol)")
-    refuse_overwrite("--output", args.output, [*checkpoint_paths(args.weights), args.data])
-    report = run(args)
+    report = evaluate_checkpoint(
+        args.weights,
+        args.data,
+        output=args.output,
+        split=args.split,
+        imgsz=args.imgsz,
+        batch=args.batch,
+        square=args.square,
+        conf=args.conf,
+        iou=args.iou,
+        max_det=args.max_det,
+        decode=args.decode,
+        backend=args.backend,
+        device=args.device,
+        workers=args.workers,
+    )
     parts = [
         f"{t}: mAP50 {v['mAP50']:.4f} mAP50-95 {v['mAP50-95']:.4f}" for t, v in report["iou_types"].items()
     ]
@@ -230,13 +267,35 @@ def _main(args: argparse.Namespace) -> int:
 
 def _main_dota(args: argparse.Namespace) -> int:
     """The DOTA Task-1 form (module docstring); unusable inputs raise `EvalInputError` (exit 2, one message)."""
-    from lucid_train.eval.dota import DotaFormatError, run_dota
-
     try:
-        report = run_dota(args)
+        if args.task is not None and "rboxes" not in get_task(args.task).target_fields:
+            raise DotaFormatError(
+                f"--task {args.task}: the DOTA protocol scores oriented boxes, use --task obb"
+            )
+        if not args.dota_labels:
+            raise DotaFormatError("--dota-labels DIR is required for DOTA scoring (the labelTxt folder)")
+        scoring = score_dota(
+            args.dota_labels,
+            output=args.output,
+            detections=args.dota_dets,
+            weights=args.weights,
+            data=args.data,
+            merge_tiles=args.merge_tiles,
+            split_scenes=args.split_scenes,
+            tile_size=args.tile_size,
+            gap=args.gap,
+            rates=args.rates,
+            merged_dets=args.merged_dets,
+            imgsz=args.imgsz,
+            conf=args.conf,
+            iou=args.iou,
+            max_det=args.max_det,
+            device=args.device,
+        )
     except DotaFormatError as exc:
         raise EvalInputError(str(exc)) from exc
-    print(report["_table"])
+    report = scoring.report
+    print(format_dota_table(scoring.result))
     print(
         f"lucid-eval: DOTA Task1, {report['num_images']} images: mAP07 {report['mAP07']} mAP {report['mAP']}"
     )

@@ -5,7 +5,8 @@ against a COCO-format ground-truth dict (`images`, `annotations`, `categories`).
 
 * `CocoGroundTruth.from_coco_json(path)` keeps a COCO annotation file exactly as written (boxes, areas, polygons,
   RLE, keypoints, ``iscrowd``), so the metric is the official one.
-* `CocoGroundTruth.from_targets(...)` / `.from_source(source)` builds the dict from per-image
+* `CocoGroundTruth.from_targets(...)` / `.from_source(source)` (:func:`ground_truth_from_source`) builds the dict
+  from per-image
   `lucid_data.Targets` in ORIGINAL image pixels (YOLO txt layouts: normalised label × original width/height,
   done by the reader). Rules, chosen so that every layout gets the same metric:
 
@@ -34,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from lucid_core.geometry.rotated import rboxes_to_polygons
 from lucid_core.loss.terms.pose import COCO_KEYPOINT_SIGMAS_X10
 
 # COCO keypoint sigmas (person, 17 keypoints), cocodataset.org/#keypoints-eval and pycocotools
@@ -238,9 +241,7 @@ class CocoGroundTruth:
 
     @classmethod
     def from_source(cls, source: Any) -> CocoGroundTruth:
-        """Ground truth of a `lucid_data.DatasetSource` (any layout); see `lucid_train.eval.sources`."""
-        from lucid_train.eval.sources import ground_truth_from_source
-
+        """Ground truth of a `lucid_data.DatasetSource` (any layout): :func:`ground_truth_from_source`."""
         return ground_truth_from_source(source)
 
     # ------------------------------------------------------------------ queries
@@ -288,6 +289,84 @@ class CocoGroundTruth:
         out["annotations"] = [dict(a) for a in self.dataset["annotations"]]
         out["categories"] = copy.deepcopy(self.dataset["categories"])
         return out
+
+
+class _RecordTargets:
+    """`Targets` view of one record with the raw COCO RLEs replacing polygons where present."""
+
+    def __init__(self, targets: Any, rles: list[dict[str, Any] | None] | None) -> None:
+        self.boxes = targets.boxes
+        self.labels = targets.labels
+        self.iscrowd = getattr(targets, "iscrowd", None)
+        self.keypoints = getattr(targets, "keypoints", None)
+        self.masks = getattr(targets, "masks", None)
+        self.polygons = getattr(targets, "polygons", None)
+        self.rles = rles
+
+
+def ground_truth_from_source(source: Any) -> CocoGroundTruth:
+    """The COCO ground truth of a `lucid_data.DatasetSource` (any layout).
+
+    A source that names its COCO annotation file (attribute ``annotation_file``) is read verbatim
+    (`CocoGroundTruth.from_coco_json`: COCO's own areas and multi-part polygons); any other source is converted
+    from its `ImageRecord`s with the module's rules, raw COCO RLEs (``ImageRecord.rles``) used as the instance
+    segmentation. Image ids: integer ``image_id``s are kept; string ids (YOLO/DOTA file stems) are numbered 1..N
+    in record order, and both the stem and the number are accepted by `COCOEvaluator.update`.
+    """
+    names_map = source.names
+    names = [names_map[i] for i in range(len(names_map))] if isinstance(names_map, dict) else list(names_map)
+    category_ids = list(getattr(source, "category_ids", None) or range(len(names)))
+    kpt_sigmas = getattr(source, "kpt_sigmas", None)
+    root = Path(getattr(source, "root", "."))
+    annotation_file = getattr(source, "annotation_file", None)
+    if annotation_file is not None:
+        return CocoGroundTruth.from_coco_json(
+            annotation_file, image_root=root, category_ids=category_ids, kpt_sigmas=kpt_sigmas
+        )
+    records = list(source.records)
+    int_ids = all(isinstance(r.image_id, (int, np.integer)) for r in records)
+    images: list[GtImage] = []
+    keys: list[Any] = []
+    for index, record in enumerate(records):
+        image_id = int(record.image_id) if int_ids else index + 1
+        h, w = (int(v) for v in record.size_hw)
+        path = Path(record.path)
+        try:
+            file_name = str(path.relative_to(root))
+        except ValueError:
+            file_name = str(path)
+        rles: list[dict[str, Any] | None] | None = getattr(record, "rles", None)
+        targets = record.targets
+        if rles and any(r is not None for r in rles):
+            targets = _with_rle_segmentation(record.targets, rles, h, w)
+        images.append(GtImage(image_id=image_id, file_name=file_name, height=h, width=w, targets=targets))
+        keys.append(record.image_id)
+    if not images:
+        raise GroundTruthError(f"dataset source {root} (split {getattr(source, 'split', '?')}) has no images")
+    return CocoGroundTruth.from_targets(
+        images, names, category_ids=category_ids, kpt_sigmas=kpt_sigmas, image_root=root, keys=keys
+    )
+
+
+def _with_rle_segmentation(targets: Any, rles: list[dict[str, Any] | None], h: int, w: int) -> Any:
+    """Targets whose masks come from the record's raw COCO RLEs (polygons rasterised for the others)."""
+    mask_api = _mask_api()
+    n = len(targets.labels)
+    masks = np.zeros((n, h, w), dtype=bool)
+    polygons = getattr(targets, "polygons", None)
+    for i in range(n):
+        rle = rles[i] if i < len(rles) else None
+        if rle is not None:
+            if isinstance(rle.get("counts"), list):
+                rle = mask_api.frPyObjects(rle, h, w)
+            masks[i] = mask_api.decode(rle).astype(bool)
+        elif polygons is not None and polygons[i] is not None and len(polygons[i]) >= 3:
+            flat = np.asarray(polygons[i], dtype=np.float64).reshape(-1).tolist()
+            masks[i] = mask_api.decode(mask_api.merge(mask_api.frPyObjects([flat], h, w))).astype(bool)
+    view = _RecordTargets(targets, rles)
+    view.polygons = None
+    view.masks = masks
+    return view
 
 
 def _annotations_of(image: GtImage, category_ids: Sequence[int], start_id: int) -> list[dict[str, Any]]:
@@ -362,10 +441,6 @@ def _annotations_of(image: GtImage, category_ids: Sequence[int], start_id: int) 
 def _rotated_corners(rboxes: np.ndarray, polygons: Any, n: int, where: str) -> np.ndarray:
     """(n, 4, 2) float64 corners for rotated evaluation: the labelled quadrilateral where there is one (DOTA
     scores the labelled polygon), else the corners of the rotated box (``lucid_core.geometry.rotated``)."""
-    import torch
-
-    from lucid_core.geometry.rotated import rboxes_to_polygons
-
     rb = rboxes.astype(np.float64).reshape(-1, 5)
     if rb.shape[0] != n:
         raise GroundTruthError(f"{where}: {rb.shape[0]} rotated boxes but {n} labels")

@@ -1,9 +1,10 @@
-"""The ``lucid-eval`` JSON report: scores plus everything needed to reproduce them, written atomically."""
+"""The ``lucid-eval`` JSON reports: scores plus everything needed to reproduce them, written atomically."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 from importlib import metadata
 from pathlib import Path
@@ -31,14 +32,14 @@ def versions() -> dict[str, str | None]:
     return out
 
 
-def _finite(value: Any) -> Any:
-    """JSON has no NaN/inf: such floats become null."""
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN/inf float (nested in dicts, lists, tuples) replaced by None: JSON has neither."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
+        return [finite_json(v) for v in value]
     return value
 
 
@@ -46,10 +47,10 @@ def build_report(result: EvalResult, **run: Any) -> dict[str, Any]:
     """Report dict: ``format``, the run settings given as keyword arguments, ``versions`` and the scores."""
     report: dict[str, Any] = {"format": REPORT_FORMAT, **run, "versions": versions()}
     report.update(result.to_dict())
-    return _finite(report)  # type: ignore[no-any-return]
+    return finite_json(report)  # type: ignore[no-any-return]
 
 
-def write_report(path: str | Path, report: dict[str, Any]) -> Path:
+def write_report(path: str | os.PathLike[str], report: dict[str, Any]) -> Path:
     """Write JSON atomically: a temporary file in the same folder, flushed, then ``os.replace``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
