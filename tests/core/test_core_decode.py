@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from lucid_core.decode import assemble_masks, decode_nms, decode_topk, rotated_nms
-from lucid_core.postprocess import postprocess
 from lucid_core.geometry.letterbox import (
     letterbox_geometry,
     scale_boxes_back,
@@ -19,6 +18,7 @@ from lucid_core.geometry.letterbox import (
     scale_rboxes_back,
 )
 from lucid_core.geometry.rotated import rboxes_to_polygons, rboxes_to_xyxy
+from lucid_core.postprocess import postprocess
 
 
 def dense(

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from lucid_core.checkpoint import checkpoint_paths, load
+from lucid_core.convert_cli import main
 from lucid_core.interop import import_checkpoint
-from lucid_core.interop.cli import main
 
 
 @pytest.mark.shared

@@ -18,8 +18,8 @@ import torch
 from test_core_interop_yolo26 import reference_checkpoint, save_reference_checkpoint
 
 from lucid_core.checkpoint import load_checkpoint
+from lucid_core.convert_cli import main as convert_main
 from lucid_core.interop import StandInNamespace, import_checkpoint
-from lucid_core.interop.cli import main as convert_main
 from lucid_core.interop.reference import read_reference_checkpoint
 from lucid_core.models import YOLOModel, build_model
 

@@ -12,7 +12,6 @@ import pytest
 import torch
 from torch import Tensor
 
-from lucid_core.postprocess import postprocess
 from lucid_core.geometry.letterbox import (
     LetterboxInfo,
     scale_boxes_back,
@@ -25,6 +24,7 @@ from lucid_core.interop import CheckpointImportError, import_checkpoint, import_
 from lucid_core.interop.reference import read_reference_checkpoint
 from lucid_core.interop.unpickler import StandInModule
 from lucid_core.models import YOLOModel
+from lucid_core.postprocess import postprocess
 
 pytestmark = pytest.mark.shared
 

@@ -16,8 +16,8 @@ import torch
 import lucid_core
 from lucid_core import checkpoint
 from lucid_core.checkpoint import CheckpointError, load, save_model
+from lucid_core.convert_cli import main as convert_main
 from lucid_core.inference import predict
-from lucid_core.interop.cli import main as convert_main
 from lucid_core.models import build_model
 from lucid_core.predict_cli import main as predict_main
 

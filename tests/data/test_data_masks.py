@@ -272,9 +272,9 @@ def test_synthetic_segment_masks_are_the_drawn_polygons(segment_set: Path) -> No
 @pytest.mark.parametrize("overlap", [True, False])
 def test_collated_segment_batch_trains_a_real_model(segment_set: Path, family: str, overlap: bool) -> None:
     """Smoke: data pipeline → real segment model in train mode → task objective → finite loss, gradients."""
-    from lucid_core.tasks import build_objective
     from lucid_core.models import build_model
     from lucid_core.outputs import TrainOutput
+    from lucid_core.tasks import build_objective
 
     ds = DetectionDataset(segment_set, imgsz=64, augment=True, seed=0, overlap_mask=overlap)
     batch = collate([ds[i] for i in range(2)])

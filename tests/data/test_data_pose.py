@@ -283,8 +283,8 @@ def test_synth_pose_cli_writes_a_pose_dataset(tmp_path: Path) -> None:
 def test_synthetic_pose_batch_trains_yolo_pose_models(tmp_path: Path, family: str) -> None:
     """Smoke: a collated synthetic pose batch → build_objective(model, sigmas=dataset sigmas) → finite loss,
     finite gradients (YOLO26: the flow model is trained too)."""
-    from lucid_core.tasks import build_objective
     from lucid_core.models import build_model
+    from lucid_core.tasks import build_objective
     from lucid_data.synth import synthesize
 
     yaml_path = synthesize("pose", tmp_path / "synth", n_train=4, n_val=1, imgsz=64, seed=0)

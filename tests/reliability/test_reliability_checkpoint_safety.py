@@ -27,7 +27,7 @@ def _train(*args: str) -> int:
 
 
 def _convert(*args: str) -> int:
-    from lucid_core.interop.cli import main
+    from lucid_core.convert_cli import main
 
     return main(list(args))
 

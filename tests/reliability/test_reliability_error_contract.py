@@ -183,7 +183,7 @@ def _main_of(prog: str) -> Callable[[list[str]], int]:
     elif prog == "lucid-eval":
         from lucid_train.eval.cli import main
     elif prog == "lucid-convert":
-        from lucid_core.interop.cli import main
+        from lucid_core.convert_cli import main
     elif prog == "lucid-predict":
         from lucid_core.predict_cli import main
     elif prog == "lucid-data":

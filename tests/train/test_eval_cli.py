@@ -164,7 +164,7 @@ def test_lucid_eval_scores_a_reference_pt_as_its_converted_checkpoint(
     shared_dir: Path, tmp_path: Path
 ) -> None:
     """The report of `lucid-eval --weights X.pt` equals the converted checkpoint's but for the weights fields."""
-    from lucid_core.interop.cli import main as convert_main
+    from lucid_core.convert_cli import main as convert_main
 
     pose = [p for p in sorted((shared_dir / "weights").glob("*.pt")) if load(p).task == "pose"]
     data = shared_dir / "data" / "coco8-pose" / "coco8-pose.yaml"

@@ -55,8 +55,8 @@ def test_split_predict_merge_score_matches_whole_image(shared_dir: Path, tmp_pat
 
     from lucid_core.checkpoint import save_model
     from lucid_core.geometry.rotated import rboxes_to_polygons
-    from lucid_core.interop import import_checkpoint
     from lucid_core.inference import predict_prepared, prepare_inference_model
+    from lucid_core.interop import import_checkpoint
     from lucid_data.dota_tiles import parse_tile_name, polygon_nms, split_image_dir
     from lucid_data.imageio import load_image
     from lucid_data.readers.dota import tile_windows

@@ -14,10 +14,10 @@ import pytest
 from lucid_train_testing import TINY_IMGSZ, make_shapes
 
 from lucid_core.checkpoint import save_model
+from lucid_core.convert_cli import build_parser as convert_parser
+from lucid_core.convert_cli import convert
 from lucid_core.export_cli import build_parser as export_parser
 from lucid_core.export_cli import export
-from lucid_core.interop.cli import build_parser as convert_parser
-from lucid_core.interop.cli import convert
 from lucid_core.models import build_model
 from lucid_core.predict_cli import build_parser as predict_parser
 from lucid_core.predict_cli import predict_to_dir

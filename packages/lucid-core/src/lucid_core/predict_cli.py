@@ -35,6 +35,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from lucid_core.allocator import tune_glibc_malloc
 from lucid_core.atomic import atomic_write_json
 from lucid_core.checkpoint import load
 from lucid_core.cli_errors import UsageError, refuse_overwrite, run_cli
@@ -335,7 +336,9 @@ def predict_to_dir(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``lucid-predict`` command: parse, set the process's malloc policy (a command may), run."""
     args = build_parser().parse_args(argv)
+    tune_glibc_malloc()
     return run_cli("lucid-predict", lambda: _run(args))
 
 

@@ -17,7 +17,7 @@ files:
 ``YOLO(source)`` takes a registered model name (``yolo26n``, ``yolo11s-pose``, ``yolov8m-seg``:
 :func:`lucid_core.list_models` ``.name``; randomly initialised, trained from scratch by ``fit``), lucid-core
 weights (a stem, ``.safetensors`` or ``.json``, e.g. ``runs/train/best``) or a reference ``.pt`` checkpoint
-(converted once with :func:`lucid_core.interop.cli.convert`, lucid-convert's function, into
+(converted once with :func:`lucid_core.convert_cli.convert`, lucid-convert's function, into
 ``$LUCID_CACHE_DIR/converted/``; nothing in the pickle runs). After ``fit`` the object holds the run's ``best``
 weights, so ``val``/``predict``/``export`` use the trained model.
 
@@ -44,11 +44,11 @@ from typing import Any, Literal
 
 from lucid_core.checkpoint import checkpoint_paths, file_sha256, load, save_model
 from lucid_core.cli_errors import UsageError
+from lucid_core.convert_cli import convert
 from lucid_core.decode import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
 from lucid_core.errors import CheckpointImportError, RefusedGlobalError
 from lucid_core.export_cli import ExportInputError, export, print_report
 from lucid_core.inference import cached_inference_model, list_image_files, predict
-from lucid_core.interop.cli import convert
 from lucid_core.models import build_model, list_models
 from lucid_core.predict_cli import list_images, predict_files_to_dir
 from lucid_data.augment.pipeline import AugmentConfig
