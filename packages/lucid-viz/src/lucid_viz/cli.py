@@ -9,6 +9,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+import matplotlib
+
+from lucid_core.cli_errors import refuse_overwrite, run_cli
+from lucid_core.tasks import TASKS
+from lucid_viz.curves import plot_curves
+from lucid_viz.figures import save_figure
+from lucid_viz.grid import expand_sources, show_predictions
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -23,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     predict.add_argument("--weights", required=True, help="checkpoint file")
     predict.add_argument("--source", required=True, nargs="+", help="image file(s) or a directory of images")
     predict.add_argument("-o", "--output", default="predictions.png", help="image to write")
-    predict.add_argument("--task", choices=("detect", "segment", "pose", "obb"), default=None)
+    predict.add_argument("--task", choices=tuple(TASKS), default=None)
     predict.add_argument("--conf", type=float, default=None, help="confidence threshold passed to predict")
     predict.add_argument("--imgsz", type=int, default=None, help="inference size passed to predict")
     predict.add_argument("--ncols", type=int, default=None, help="grid columns")
@@ -32,11 +40,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from lucid_core.cli_errors import refuse_overwrite, run_cli
-    from lucid_viz.figures import save_figure
+    matplotlib.use("Agg")  # the command draws to files; a library import never picks the backend
 
     def body() -> int:
         inputs = (
@@ -44,12 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         refuse_overwrite("--output", arguments.output, inputs)
         if arguments.command == "curves":
-            from lucid_viz.curves import plot_curves
-
             figure = plot_curves(arguments.run_dir, title=arguments.title)
         else:
-            from lucid_viz.grid import expand_sources, show_predictions
-
             sources = [image for source in arguments.source for image in expand_sources(source)]
             extra = {
                 key: getattr(arguments, key)
