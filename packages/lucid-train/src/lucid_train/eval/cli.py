@@ -25,7 +25,7 @@ from typing import Any, Literal
 from lucid_core.checkpoint import CheckpointError, checkpoint_paths, load
 from lucid_core.cli_errors import refuse_overwrite, run_cli
 from lucid_core.loss.terms.pose import resolve_keypoint_sigmas
-from lucid_core.tasks import get_task
+from lucid_core.tasks import TASKS, get_task
 from lucid_data.readers import load_dataset
 from lucid_train.eval import runner
 from lucid_train.eval.dota import DotaFormatError, format_dota_table, score_dota
@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--output", required=True, help="JSON report path (written atomically)")
     dota = p.add_argument_group("DOTA Task-1 protocol (oriented boxes, lucid_train.eval.dota)")
-    dota.add_argument("--task", choices=("detect", "segment", "pose", "obb"), default=None)
+    dota.add_argument("--task", choices=tuple(TASKS), default=None)
     dota.add_argument("--dota-labels", default=None, help="folder of DOTA labelTxt files (one per image)")
     dota.add_argument("--dota-dets", default=None, help="folder of Task1_<class>.txt detection files")
     dota.add_argument(
