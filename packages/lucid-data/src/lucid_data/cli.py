@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from lucid_core.cli_errors import one_paragraph, run_cli
+from lucid_core.tasks import TASKS
 from lucid_data.cache import CacheTooLargeError
 from lucid_data.convert import convert
 from lucid_data.download import ASSETS, Asset, ChecksumError, download_dataset
@@ -231,7 +232,7 @@ def _cmd_download(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lucid-data", description="lucid-YOLO dataset tools")
     sub = parser.add_subparsers(dest="command", required=True)
-    tasks = ["detect", "segment", "pose", "obb"]
+    tasks = list(TASKS)
 
     p = sub.add_parser("check", help="report every bad label (file:line: reason) and corrupt image")
     p.add_argument("path", help="data YAML, YOLO folder, COCO JSON/folder or DOTA folder")
