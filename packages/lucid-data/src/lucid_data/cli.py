@@ -108,7 +108,7 @@ def check_dataset(
         emit(missing_val)
         check.problems += 1
     for split in split_names:
-        source = load_dataset(path, split, task, strict=False)  # type: ignore[arg-type]
+        source = load_dataset(path, split, task, strict=False)
         emit(f"{path} [{split}]: {source.task}, {len(source)} images, {source.num_classes} classes")
         for problem in source.problems:
             emit(str(problem))

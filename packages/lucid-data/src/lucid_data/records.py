@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from lucid_data.targets import Targets
 
 __all__ = ["DatasetSource", "ImageRecord", "Task"]
 
-Task = Literal["detect", "segment", "pose", "obb"]
+Task = str  # a registered task name (lucid_core.tasks)
 
 
 @dataclass
