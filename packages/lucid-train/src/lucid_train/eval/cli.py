@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ from lucid_data.readers import load_dataset
 from lucid_train.eval import runner
 from lucid_train.eval.dota import DotaFormatError, format_dota_table, score_dota
 from lucid_train.eval.evaluator import BACKENDS
+from lucid_train.eval.mot import track_main
 from lucid_train.eval.report import build_report, sha256_file, write_report
 from lucid_train.eval.sources import ground_truth_for_path
 from lucid_train.validation import KNOWN_ERRORS
@@ -229,7 +231,11 @@ def _dota_requested(args: argparse.Namespace) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """``lucid-eval``: COCO/DOTA scoring of a checkpoint, or ``lucid-eval track`` (MOTChallenge metrics)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["track"]:
+        return track_main(arguments[1:])
+    args = _parser().parse_args(arguments)
     return run_cli("lucid-eval", lambda: _main(args), extra_known=(EvalInputError, *KNOWN_ERRORS))
 
 
