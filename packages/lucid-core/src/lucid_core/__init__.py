@@ -27,10 +27,11 @@ __version__ = "0.1.0"
 #: public name -> (module, attribute); see the module docstring.
 _EXPORTS: dict[str, tuple[str, str]] = {
     "Checkpoint": ("lucid_core.checkpoint", "Checkpoint"),
-    "CheckpointError": ("lucid_core.checkpoint", "CheckpointError"),
+    "CheckpointError": ("lucid_core.errors", "CheckpointError"),
     "Detections": ("lucid_core.results", "Detections"),
     "ModelConfig": ("lucid_core.models", "ModelConfig"),
     "ModelKey": ("lucid_core.models", "ModelKey"),
+    "Results": ("lucid_core.results", "Results"),
     "YOLOModel": ("lucid_core.models", "YOLOModel"),
     "build_model": ("lucid_core.models", "build_model"),
     "export_onnx": ("lucid_core.interop", "export_onnx"),
@@ -51,6 +52,7 @@ __all__ = [
     "Detections",
     "ModelConfig",
     "ModelKey",
+    "Results",
     "YOLOModel",
     "__version__",
     "build_model",
@@ -69,18 +71,18 @@ __all__ = [
 if TYPE_CHECKING:  # static view of the lazily resolved names
     from lucid_core.checkpoint import (
         Checkpoint,
-        CheckpointError,
         load,
         load_checkpoint,
         load_model,
         load_weights,
         save_model,
     )
+    from lucid_core.errors import CheckpointError
     from lucid_core.inference import predict
     from lucid_core.info import model_info
     from lucid_core.interop import export_onnx, import_checkpoint
     from lucid_core.models import ModelConfig, ModelKey, YOLOModel, build_model, list_models
-    from lucid_core.results import Detections
+    from lucid_core.results import Detections, Results
 
 
 def __getattr__(name: str) -> Any:
