@@ -31,40 +31,17 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import torch
 
-from lucid_core.geometry.polygon_iou import paired_polygon_iou
+from lucid_core.slicing import MERGE_NMS_IOU, polygon_nms, tile_windows
 from lucid_data.imageio import IMAGE_SUFFIXES, load_image
 
 DEFAULT_TILE_SIZE = 1024
 DEFAULT_GAP = 200
 DEFAULT_RATES: tuple[float, ...] = (1.0,)
-MERGE_NMS_IOU = 0.1
 #: a middle name field at least this large is a crop size (hub / lucid-data tile naming), meaning rate 1
 CROP_SIZE_FIELD_MIN = 64
 
 _TILE_NAME = re.compile(r"^(?P<scene>.+)__(?P<rate>\d+(?:\.\d+)?)__(?P<left>\d+)___(?P<up>\d+)$")
-
-
-def tile_windows(
-    height: int, width: int, tile_size: int = 1024, overlap: int = 200
-) -> list[tuple[int, int, int, int]]:
-    """(x0, y0, x1, y1) windows covering the scene; stride tile_size − overlap, last window flush with the edge."""
-    if not 0 <= overlap < tile_size:
-        raise ValueError(f"overlap must be in [0, tile_size), got overlap={overlap} tile_size={tile_size}")
-    stride = tile_size - overlap
-
-    def starts(n: int) -> list[int]:
-        if n <= tile_size:
-            return [0]
-        s = list(range(0, n - tile_size, stride))
-        return [*s, n - tile_size]
-
-    return [
-        (x, y, min(x + tile_size, width), min(y + tile_size, height))
-        for y in starts(height)
-        for x in starts(width)
-    ]
 
 
 @dataclass(frozen=True)
@@ -151,46 +128,6 @@ def tile_to_scene(polygons: np.ndarray, name: TileName) -> np.ndarray:
     """(N, P, 2) tile-pixel polygons → scene pixels: ``(p + (left, up)) / rate`` (devkit ``poly2origpoly``)."""
     offset = np.array([name.left, name.up], dtype=np.float64)
     return (np.asarray(polygons, dtype=np.float64) + offset) / name.rate
-
-
-def polygon_nms(polygons: np.ndarray, scores: np.ndarray, iou_threshold: float = MERGE_NMS_IOU) -> np.ndarray:
-    """Indices kept by greedy polygon NMS (highest score first; ties keep the earlier row), descending score.
-
-    Only pairs whose axis-aligned hulls overlap get the exact polygon IoU (others have IoU 0).
-    """
-    polygons = np.asarray(polygons, dtype=np.float64).reshape(-1, 4, 2)
-    n = polygons.shape[0]
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
-    polys = polygons[order]
-    lo, hi = polys.min(1), polys.max(1)
-    rows: list[np.ndarray] = []
-    cols: list[np.ndarray] = []
-    block = 2048
-    for start in range(0, n, block):
-        r = slice(start, min(start + block, n))
-        near = (lo[r, None, :] < hi[None, :, :]).all(-1) & (hi[r, None, :] > lo[None, :, :]).all(-1)
-        i, j = np.nonzero(near)
-        i = i + start
-        later = j > i
-        rows.append(i[later])
-        cols.append(j[later])
-    pi, pj = np.concatenate(rows), np.concatenate(cols)
-    if pi.size:
-        iou = paired_polygon_iou(torch.from_numpy(polys[pi]), torch.from_numpy(polys[pj])).numpy()
-        over = iou > iou_threshold
-        pi, pj = pi[over], pj[over]
-    # CSR adjacency: for each box, the later boxes it suppresses when kept
-    starts = np.searchsorted(pi, np.arange(n + 1))
-    suppressed = np.zeros(n, dtype=bool)
-    keep: list[int] = []
-    for k in range(n):
-        if suppressed[k]:
-            continue
-        keep.append(k)
-        suppressed[pj[starts[k] : starts[k + 1]]] = True
-    return order[np.asarray(keep, dtype=np.int64)]
 
 
 @dataclass
