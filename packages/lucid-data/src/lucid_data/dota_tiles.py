@@ -1,7 +1,8 @@
 """DOTA devkit split and merge for evaluation: whole scenes → named tiles, tile detections → whole scenes.
 
-The tiling geometry (:func:`tile_windows`) and the greedy polygon NMS (:func:`polygon_nms`) live here;
-``readers.dota`` uses both to tile labelled scenes and merge tile predictions.
+The tiling geometry (:func:`tile_windows`) and the greedy polygon NMS (:func:`polygon_nms`) come from
+:mod:`lucid_core.slicing` and are re-exported here; ``readers.dota`` uses both to tile labelled scenes and merge
+tile predictions.
 
 Split (the DOTA devkit's ``ImgSplit`` / ``SplitOnlyImage``, github.com/CAPTAIN-WHU/DOTA_devkit): for every
 ``rate`` the scene is resized by that factor (bicubic; rate 1 leaves it untouched), then cut into ``tile_size``
