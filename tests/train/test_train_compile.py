@@ -41,12 +41,16 @@ def _module(family: str, **options: Any) -> YOLOLitModule:
     torch.manual_seed(0)
     options.setdefault("channels_last", False)
     module = YOLOLitModule(family=family, scale="n", num_classes=3, imgsz=64, **options)
-    module.prepare_fast_paths()
+    module.fast_paths.prepare(module.model, "cpu")
     return module
 
 
+def _train_forward(module: YOLOLitModule, images: torch.Tensor) -> Any:
+    return module.fast_paths(images, module.model)
+
+
 def _loss_and_gradient(module: YOLOLitModule, batch: dict[str, torch.Tensor]) -> tuple[float, torch.Tensor]:
-    total, _ = module.criterion(float32_output(module._train_forward(module._images(batch))), batch)
+    total, _ = module.criterion(float32_output(_train_forward(module, module._images(batch))), batch)
     total.backward()
     grads = [p.grad.flatten() for p in module.model.parameters() if p.grad is not None]
     return float(total.detach()), torch.cat(grads)
@@ -95,9 +99,9 @@ def test_unset_channels_last_trains_channels_last_on_cpu() -> None:
     the bit, tests/train/test_train_ddp.py); ``--model.channels_last false`` keeps the network contiguous."""
     torch.manual_seed(0)
     default = YOLOLitModule(family="yolo26", scale="n", num_classes=3, imgsz=64)
-    assert default.channels_last_option is None
-    default.prepare_fast_paths()
-    assert default.channels_last
+    assert default.fast_paths.option is None
+    default.fast_paths.prepare(default.model, "cpu")
+    assert default.fast_paths.channels_last
     weight = next(p for p in default.model.parameters() if p.ndim == 4)
     assert weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous()
     assert all(p.is_contiguous() for p in default.ema_model.parameters())
@@ -105,10 +109,10 @@ def test_unset_channels_last_trains_channels_last_on_cpu() -> None:
     default.model.register_forward_pre_hook(lambda _module, args: seen.append(args[0]))
     images = default._images(_batch(2, 64))
     assert images.is_contiguous()
-    default._train_forward(images)
+    _train_forward(default, images)
     assert seen and seen[0].is_contiguous(memory_format=torch.channels_last) and not seen[0].is_contiguous()
     contiguous = _module("yolo26")
-    assert not contiguous.channels_last
+    assert not contiguous.fast_paths.channels_last
     assert all(p.is_contiguous() for p in contiguous.model.parameters())
 
 
@@ -116,7 +120,7 @@ def test_unset_channels_last_trains_channels_last_on_cpu() -> None:
 def test_compiled_network_stays_out_of_the_checkpoint() -> None:
     plain = _module("yolo26")
     compiled = _module("yolo26", compile=True)
-    assert compiled.__dict__["_compiled_network"] is not None
+    assert compiled.fast_paths.compiled is not None
     assert set(compiled.state_dict()) == set(plain.state_dict())
 
 

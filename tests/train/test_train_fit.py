@@ -148,7 +148,7 @@ def test_ema_updates_weights_and_buffers_with_the_decay_ramp(shapes_yaml: Path) 
     decays = []
     expected_value = 0.0
     for updates in (1, 2, 3):
-        module._update_ema()
+        module.ema.update(module.model)
         d = 0.9999 * (1 - math.exp(-updates / 2000))
         decays.append(d)
         expected_value = expected_value * d + (1 - d)

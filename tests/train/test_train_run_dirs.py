@@ -48,13 +48,18 @@ def test_fit_then_validate_then_resume_from_the_runs_own_config(
     assert not Path("runs/train2").exists()
 
 
-def test_explicit_new_directory_is_used_as_given(tmp_path: Path) -> None:
-    from lucid_train.cli import _evaluation_run_dir
+def test_explicit_new_directory_is_used_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lucid_train.cli import _evaluation_run_base
+    from lucid_train.run_dir import CLAIM_ENV, claim_run_dir
+
+    monkeypatch.delenv(CLAIM_ENV, raising=False)  # claim_run_dir records its claim in the environment
+
+    def evaluation_run_dir(configured: Path) -> Path:
+        return claim_run_dir(_evaluation_run_base(configured, "test"), "config.yaml")
 
     (tmp_path / "train").mkdir()
     (tmp_path / "train" / "config.yaml").write_text("trainer: {}\n")
-    assert _evaluation_run_dir(tmp_path / "mine", "test") == tmp_path / "mine"
-    assert _evaluation_run_dir(tmp_path / "train", "test") == tmp_path / "test"
-    (tmp_path / "test").mkdir()
+    assert evaluation_run_dir(tmp_path / "mine") == tmp_path / "mine"
+    assert evaluation_run_dir(tmp_path / "train") == tmp_path / "test"
     (tmp_path / "test" / "config.yaml").write_text("trainer: {}\n")
-    assert _evaluation_run_dir(tmp_path / "train", "test") == tmp_path / "test2"
+    assert evaluation_run_dir(tmp_path / "train") == tmp_path / "test2"

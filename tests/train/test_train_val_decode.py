@@ -10,6 +10,7 @@ import pytest
 from lucid_train_testing import make_shapes, tiny_data, tiny_module, tiny_trainer
 
 from lucid_train.errors import TrainingSetupError
+from lucid_train.scoring import validation_paths
 
 
 @pytest.fixture(scope="module")
@@ -17,10 +18,14 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return tiny_data(make_shapes(tmp_path_factory.mktemp("vd") / "shapes", n_train=4, n_val=3), batch_size=2)
 
 
+def _paths(module: Any) -> list[str]:
+    return validation_paths(module.ema_model, module.val_decode)
+
+
 def test_decode_paths_per_family_and_choice(data: Any) -> None:
-    assert tiny_module(data).validation_paths() == ["nms", "topk"]
-    assert tiny_module(data, val_decode="topk").validation_paths() == ["topk", "nms"]
-    assert tiny_module(data, family="yolov8").validation_paths() == ["nms"]
+    assert _paths(tiny_module(data)) == ["nms", "topk"]
+    assert _paths(tiny_module(data, val_decode="topk")) == ["topk", "nms"]
+    assert _paths(tiny_module(data, family="yolov8")) == ["nms"]
 
 
 def test_bad_val_decode_is_a_one_paragraph_error(data: Any) -> None:

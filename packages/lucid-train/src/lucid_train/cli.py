@@ -36,11 +36,13 @@ from lucid_train.openmp import limit_openmp_spinning
 
 limit_openmp_spinning()  # before torch is loaded (lucid_train.openmp)
 
+import yaml  # noqa: E402
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI  # noqa: E402
 
+from lucid_core.allocator import tune_glibc_malloc  # noqa: E402
 from lucid_core.cli_errors import run_cli  # noqa: E402
 from lucid_train.accel import AccelFlags  # noqa: E402
-from lucid_train.callbacks import EpochStateCallback, RunArtifacts  # noqa: E402
+from lucid_train.callbacks import default_callbacks  # noqa: E402
 from lucid_train.datamodule import YOLODataModule  # noqa: E402
 from lucid_train.errors import TrainingSetupError  # noqa: E402
 from lucid_train.loggers import (  # noqa: E402
@@ -82,14 +84,12 @@ TRAINER_DEFAULTS: dict[str, Any] = {
     "use_distributed_sampler": False,  # ShardedEpochSampler shards identically-shuffled epochs itself
     "num_sanity_val_steps": 0,
     "default_root_dir": DEFAULT_RUN_DIR,
-    "precision": default_precision(),  # 16-mixed on CUDA (reference AMP), 32-true on CPU (issue 12)
+    "precision": default_precision(),  # 16-mixed on CUDA (reference AMP), 32-true on CPU
 }
 
 
 def embedded_default() -> dict[str, Any]:
     """The embedded default run's settings (the parsed :data:`EMBEDDED_DEFAULT_CONFIG`)."""
-    import yaml
-
     loaded = yaml.safe_load(EMBEDDED_DEFAULT_CONFIG.read_text(encoding="utf-8"))
     if not isinstance(loaded, dict):  # pragma: no cover - a packaging error
         raise TrainingSetupError(f"{EMBEDDED_DEFAULT_CONFIG}: expected a YAML mapping")
@@ -150,6 +150,8 @@ class LucidTrainCLI(LightningCLI):
         return {name: {*skipped, "weights_only"} for name, skipped in LightningCLI.subcommands().items()}
 
     def _prepare_subcommand_kwargs(self, subcommand: str) -> dict[str, Any]:
+        """Lightning's keyword arguments plus ``weights_only=True`` (no public hook passes a fixed argument to the
+        subcommand without making it a flag and a ``config.yaml`` key)."""
         kwargs = super()._prepare_subcommand_kwargs(subcommand)
         kwargs["weights_only"] = True  # tensors and plain data only: loading a checkpoint never runs its code
         return kwargs
@@ -157,7 +159,8 @@ class LucidTrainCLI(LightningCLI):
     def _parse_ckpt_path(self) -> None:
         """Check ``--ckpt_path`` (local, safe, a checkpoint); hyper-parameters come from the command line/config.
 
-        Resume takes its hyper-parameters from the command line/config, not from the checkpoint's copy.
+        Overridden because no public hook stops Lightning's version from merging the checkpoint's copy of the
+        hyper-parameters over the command line's.
         """
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
@@ -173,7 +176,8 @@ class LucidTrainCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs: Any) -> Any:
         """The trainer; ``logger`` unset (``True``/``None``) = :func:`lucid_train.loggers.default_loggers`."""
-        trainer_config = self._get(self.config_init, "trainer", default={})
+        config = self.config_init.get(str(self.subcommand), self.config_init)
+        trainer_config = config.get("trainer", {})
         if "logger" not in kwargs and trainer_config.get("logger") in (True, None):
             kwargs["logger"] = default_loggers(trainer_config.get("default_root_dir") or DEFAULT_RUN_DIR)
         return super().instantiate_trainer(**kwargs)
@@ -214,39 +218,21 @@ def _cpu_precision(trainer: Any) -> None:
         )
 
 
-def _fresh_run_dir(path: Path, marker: str) -> Path:
-    """``path`` if it holds no ``marker`` file yet, else ``path2``, ``path3``, ... (a new run never overwrites one)."""
-    if not (path / marker).exists():
-        return path
-    n = 2
-    while (path.parent / f"{path.name}{n}" / marker).exists():
-        n += 1
-    return path.parent / f"{path.name}{n}"
-
-
 def _evaluation_run_base(configured: Path, subcommand: str) -> Path:
-    """Where :func:`_evaluation_run_dir` starts its search (``<parent>/<subcommand>`` or ``configured``)."""
+    """The run directory base of ``validate``/``test``: their own, never a training run's.
+
+    The subcommand's ``config.yaml`` written into a training run's directory would replace the ``fit`` config that
+    resumes the run. So the default directory and any directory that already holds a ``config.yaml`` become
+    ``<parent>/<subcommand>`` (``runs/validate``); an explicit new directory is used as given.
+    :func:`~lucid_train.run_dir.claim_run_dir` then takes the first free one of it, ``…2``, ``…3``.
+    """
     if configured == Path(DEFAULT_RUN_DIR) or (configured / "config.yaml").exists():
         return configured.parent / subcommand
     return configured
 
 
-def _evaluation_run_dir(configured: Path, subcommand: str) -> Path:
-    """The run directory of ``validate``/``test``/``predict``: their own, never a training run's.
-
-    LightningCLI writes the subcommand's ``config.yaml`` into the run directory; written into a training run's
-    directory it would replace the ``fit`` config that resumes the run. So the default directory (``runs/train``)
-    and any directory that already holds a ``config.yaml`` (e.g. the ``default_root_dir`` of a training run's
-    config given as ``--config``) become ``<parent>/<subcommand>`` (``runs/validate``); an explicit new directory
-    is used as given. Either way the first of ``dir``, ``dir2``, ... without a ``config.yaml`` is taken.
-    """
-    return _fresh_run_dir(_evaluation_run_base(configured, subcommand), "config.yaml")
-
-
 def _check_config_files(args: list[str]) -> None:
     """Fail with one paragraph when a ``--config`` file is missing or is not a YAML mapping."""
-    import yaml
-
     for i, arg in enumerate(args):
         value = None
         if arg == "--config" and i + 1 < len(args):
@@ -290,7 +276,7 @@ def with_embedded_default(args: list[str]) -> list[str]:
     """``args`` with a ``--config`` after the subcommand when neither data nor a config is given.
 
     With ``--ckpt_path`` alone that is the run's own ``config.yaml`` next to the checkpoint (a resume continues the
-    run it belongs to, issue 13); without a checkpoint it is :data:`EMBEDDED_DEFAULT_CONFIG`.
+    run it belongs to); without a checkpoint it is :data:`EMBEDDED_DEFAULT_CONFIG`.
     """
     if not args or args[0] not in SUBCOMMANDS:
         return args
@@ -315,34 +301,43 @@ def with_embedded_default(args: list[str]) -> list[str]:
 
 
 def build_cli(args: list[str] | None = None, *, run: bool = True) -> LucidTrainCLI:
-    """Construct (and by default run) the CLI on ``args`` (``sys.argv[1:]`` when ``None``)."""
-    # main() passes the (possibly completed) command line explicitly, so Lightning's "args and sys.argv" notice
-    # does not apply.
-    warnings.filterwarnings("ignore", message=r".*args parameter is intended to run from within Python.*")
+    """Construct (and by default run) the CLI on ``args`` (``sys.argv[1:]`` when ``None``).
+
+    The trainer gets :func:`lucid_train.callbacks.default_callbacks`. Warning filters are changed only while it runs.
+    """
     drop_lightning_tips()  # offline-first: no hosted-logger advert on every run (lucid_train.loggers)
-    return LucidTrainCLI(
-        YOLOLitModule,
-        YOLODataModule,
-        trainer_defaults={**TRAINER_DEFAULTS, "callbacks": [EpochStateCallback(), RunArtifacts()]},
-        seed_everything_default=0,
-        auto_configure_optimizers=False,
-        parser_class=LucidArgumentParser,
-        save_config_callback=RunDirConfig,  # config.yaml in the run directory, not in a logger's folder
-        save_config_kwargs={"overwrite": True, "save_to_log_dir": False},
-        args=with_logger_save_dir(args) if args is not None else None,
-        run=run,
-    )
+    with warnings.catch_warnings():
+        # the caller passes the (possibly completed) command line explicitly: Lightning's "args and sys.argv"
+        # notice does not apply
+        warnings.filterwarnings("ignore", message=r".*args parameter is intended to run from within Python.*")
+        return LucidTrainCLI(
+            YOLOLitModule,
+            YOLODataModule,
+            trainer_defaults={**TRAINER_DEFAULTS, "callbacks": default_callbacks()},
+            seed_everything_default=0,
+            auto_configure_optimizers=False,
+            parser_class=LucidArgumentParser,
+            save_config_callback=RunDirConfig,  # config.yaml in the run directory, not in a logger's folder
+            save_config_kwargs={"overwrite": True, "save_to_log_dir": False},
+            args=with_logger_save_dir(args) if args is not None else None,
+            run=run,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``lucid-train``. ``fit`` is implied when no subcommand is given."""
+    """Entry point of ``lucid-train``. ``fit`` is implied when no subcommand is given.
+
+    The command's process settings: glibc's malloc policy for training loops (:func:`tune_glibc_malloc`) and the
+    filter of a Lightning deprecation notice nothing a user can act on.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
         args = ["fit"]
     if args[0] == "predict":
         print(PREDICT_REMOVED, file=sys.stderr)
         return 2
-    # Lightning 2.6's own use of a torch pytree API that torch deprecated; nothing a user can act on.
+    tune_glibc_malloc()
+    # Lightning 2.6's own use of a torch pytree API that torch deprecated
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
 
     def body() -> int:

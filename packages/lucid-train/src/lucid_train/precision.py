@@ -1,5 +1,5 @@
-"""Mixed precision with BatchNorm and the loss kept in float32 (issue 6: "mixed precision (bf16/fp16) with BatchNorm
-and loss in float32"; a published from-scratch reproduction lists BatchNorm in half precision as a silent divergence).
+"""Mixed precision with BatchNorm and the loss kept in float32 (BatchNorm in half precision is a known silent
+divergence of from-scratch reproductions; docs/TRAINING.md).
 
 Lightning's ``bf16-mixed`` / ``16-mixed`` precision runs the forward under ``torch.autocast``. This module wraps every
 BatchNorm instance's ``forward`` so it runs with autocast disabled on a float32 input (and returns float32), and
@@ -29,6 +29,15 @@ def _float32_forward(forward: Callable[[Tensor], Tensor]) -> Callable[[Tensor], 
             return forward(x.float())
 
     return wrapped
+
+
+#: trainer precisions that run the forward under autocast.
+MIXED_PRECISIONS = ("bf16-mixed", "16-mixed", "bf16", "16")
+
+
+def is_mixed(precision: object) -> bool:
+    """Whether a trainer ``precision`` runs the forward under autocast (BatchNorm is then kept in float32)."""
+    return precision in MIXED_PRECISIONS
 
 
 def keep_batchnorm_float32(model: nn.Module) -> int:
@@ -68,13 +77,13 @@ def _cast(value: Any) -> Any:
 
 
 def default_precision(cuda_available: bool | None = None) -> str:
-    """The trainer precision when ``--trainer.precision`` is not given (issue 12 "Default precision").
+    """The trainer precision when ``--trainer.precision`` is not given.
 
     ``16-mixed`` when CUDA is available (the reference trains with AMP by default: fp16 autocast + GradScaler,
     BatchNorm and the loss in float32, :func:`keep_batchnorm_float32`), ``32-true`` otherwise (on CPU Lightning
     would turn ``16-mixed`` into bf16 autocast, which CPUs without native bf16 run slowly). ``bf16-mixed`` is the
     documented option for Ampere-or-newer GPUs (no scaler needed). Gradients are clipped after the scaler's
-    unscale in every precision (``DetectionLitModule.on_before_optimizer_step``).
+    unscale in every precision (``YOLOLitModule.on_before_optimizer_step``).
     """
     if cuda_available is None:
         cuda_available = bool(torch.cuda.is_available())

@@ -1,4 +1,4 @@
-"""``lucid-train`` checks made before anything is built: settings, checkpoint paths, refused flags (issue 13).
+"""``lucid-train`` checks made before anything is built: settings, checkpoint paths, refused flags.
 
 - :func:`validate_settings`: ``model.family``/``model.scale`` are registered, ``data.imgsz`` is positive (a size
   that is not a multiple of the model's largest stride is rounded up with a note, as the reference does),
@@ -18,7 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from lucid_core.cli_errors import UsageError
+from lucid_core.models import get_family, list_models
 from lucid_data.cache import CacheTooLargeError
 from lucid_data.imageio import CorruptImageError
 from lucid_data.readers.common import LabelError
@@ -54,8 +57,6 @@ def refuse_unsafe_flags(args: list[str]) -> None:
 
 def check_training_checkpoint(value: str) -> dict[str, Any]:
     """Read ``--ckpt_path`` with ``torch.load(weights_only=True)``; one-paragraph error when it cannot be used."""
-    import torch
-
     if is_url(value):
         raise TrainingSetupError(
             f"--ckpt_path {value}: a URL; expected a local file. lucid-train fetches nothing: download the "
@@ -94,8 +95,6 @@ def _get(node: Any, key: str) -> Any:
 
 def validate_settings(config: Any) -> None:
     """Check the parsed settings of one subcommand (``config`` is jsonargparse's namespace); rounds ``imgsz`` up."""
-    from lucid_core.models import get_family, list_models
-
     families = sorted({key.family for key in list_models()})
     model, data, trainer = _get(config, "model"), _get(config, "data"), _get(config, "trainer")
     family = _get(model, "family")

@@ -1,4 +1,4 @@
-"""The run directory: checkpoints, metrics, the resolved optimiser, plots and the final summary line (issue 6).
+"""The run directory: checkpoints, metrics, the resolved optimiser, plots and the final summary line.
 
 At the end of every training epoch (after validation) :class:`RunArtifacts`
 
@@ -13,7 +13,7 @@ At the end of every training epoch (after validation) :class:`RunArtifacts`
 
 At the start of ``fit`` :func:`repair_run_directory` removes what a killed run left (atomic-write temporaries, an
 interrupted best export, a best export of another epoch than ``best.ckpt``), and ``excluded.txt`` lists every image
-left out of the run (unreadable or corrupt), whose count is also in the summary line (issue 13).
+left out of the run (unreadable or corrupt), whose count is also in the summary line.
 
 A run stopped by an exception (e.g. a non-finite loss) writes nothing more, so the last good ``last.ckpt`` stays.
 At the end of ``fit`` it writes ``curves.png``/``val_predictions.png`` when lucid-viz is installed and prints one
@@ -22,6 +22,7 @@ summary line.
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import json
@@ -31,9 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from lucid_core.atomic import atomic_path, atomic_write_json, atomic_write_text
+from lucid_core.checkpoint import load, remove_stale_temporaries, repair_checkpoint, save_model
+from lucid_core.errors import CheckpointError
 from lucid_train.errors import ArtifactWriteError
 
 
@@ -71,8 +75,6 @@ class RunArtifacts(pl.Callback):
         with other settings (e.g. a new ``--trainer.max_epochs``) it may score lower and would leave ``best`` and
         the state disagreeing; adopting the checkpoint's record keeps them equal.
         """
-        import torch
-
         path = run_dir / "best.ckpt"
         if not path.is_file():
             return
@@ -180,7 +182,7 @@ class RunArtifacts(pl.Callback):
     # ------------------------------------------------------------------ writers
     @staticmethod
     def _write_excluded(trainer: pl.Trainer) -> list[str]:
-        """``excluded.txt``: every image left out of the run (``path: reason``), when there is one (issue 13)."""
+        """``excluded.txt``: every image left out of the run (``path: reason``), when there is one."""
         datamodule = getattr(trainer, "datamodule", None)
         listing = getattr(datamodule, "excluded_images", None)
         excluded: list[str] = list(listing()) if callable(listing) else []
@@ -221,7 +223,7 @@ class RunArtifacts(pl.Callback):
             raise ArtifactWriteError(path, exc) from exc
 
     def _write_plots(self, trainer: pl.Trainer, pl_module: pl.LightningModule, run_dir: Path) -> None:
-        try:
+        try:  # the optional lucid-viz (the lucid-train[viz] extra)
             from lucid_viz.training import write_fit_plots
         except ImportError:
             return
@@ -247,14 +249,6 @@ def repair_run_directory(run_dir: Path, pl_module: pl.LightningModule | None = N
     - a ``best.safetensors``/``best.json`` that is missing, unloadable or of another epoch than ``best.ckpt`` (a
       kill between the two writes) is exported again from ``best.ckpt``'s EMA weights (needs ``pl_module``).
     """
-    from lucid_core.checkpoint import (
-        CheckpointError,
-        load_checkpoint,
-        remove_stale_temporaries,
-        repair_checkpoint,
-        save_model,
-    )
-
     notes = [f"removed stale temporary {p.name}" for p in remove_stale_temporaries(run_dir)]
     best = run_dir / "best"
     done = repair_checkpoint(best)
@@ -263,12 +257,8 @@ def repair_run_directory(run_dir: Path, pl_module: pl.LightningModule | None = N
     best_ckpt = run_dir / "best.ckpt"
     ema_model = getattr(pl_module, "ema_model", None)
     if best_ckpt.is_file() and ema_model is not None:
-        import copy
-
-        import torch
-
         try:
-            exported_epoch = int(load_checkpoint(best).extra.get("epoch", -1))
+            exported_epoch = int(load(best).extra.get("epoch", -1))
         except CheckpointError:
             exported_epoch = None
         try:
