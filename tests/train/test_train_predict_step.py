@@ -1,5 +1,5 @@
 """Prediction without ground truth (issue 14): ``predict_step`` decodes any image batch; the batch transfer hook lives
-on the DataModule (no Lightning override warning); ``lucid-train predict`` points at ``lucid-predict``."""
+on the DataModule (no Lightning override warning); ``lucid-train predict`` is batch inference."""
 
 from __future__ import annotations
 
@@ -59,10 +59,11 @@ def test_transfer_hook_is_on_the_datamodule_only(data: object) -> None:
     assert moved["meta"] is batch["meta"] and torch.equal(moved["images"], batch["images"])
 
 
-def test_lucid_train_predict_points_at_lucid_predict(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["predict", "--data.root", "x"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "lucid-predict --weights" in err and "\n" not in err
+def test_lucid_train_predict_is_batch_inference(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:  # no --weights/--source/--output: a usage error
+        main(["predict", "--data.root", "x"])
+    assert exit_info.value.code == 2
+    assert "--weights" in capsys.readouterr().err
 
 
 def test_lit_and_data_module_public_names(data: object) -> None:

@@ -1,7 +1,7 @@
 """``lucid-train fit|validate|test``: a LightningCLI over `YOLOLitModule` + `YOLODataModule`.
 
-``lucid-train predict`` is not a subcommand: it exits with status 2 and a pointer to ``lucid-predict`` (one JSON of
-detections per image) or ``lucid_train.YOLO(weights).predict(source)``, which run the same predictor.
+``lucid-train predict --weights W --source SRC --output OUT.jsonl [--devices N --strategy ddp]`` is batch inference
+on Lightning's ``Trainer.predict`` (:mod:`lucid_train.batch_predict`): one JSON line per image, in source order.
 
 Logging (``lucid_train.loggers``): ``--trainer.logger`` takes any Lightning logger (``save_dir`` defaults to the run
 directory); without it a run logs to ``CSVLogger`` + ``TensorBoardLogger`` (when tensorboard is installed) under
@@ -32,6 +32,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from lucid_train.batch_predict import predict_main
 from lucid_train.openmp import limit_openmp_spinning
 
 limit_openmp_spinning()  # before torch is loaded (lucid_train.openmp)
@@ -67,17 +68,10 @@ from lucid_train.validation import (  # noqa: E402
 #: the settings of the embedded default run (synthetic shapes, yolo26 n, CPU); see the module docstring.
 EMBEDDED_DEFAULT_CONFIG = Path(__file__).with_name("configs") / "shapes_default.yaml"
 #: subcommands that take the embedded default when they are given no data and no config.
-SUBCOMMANDS = ("fit", "validate", "test", "predict")
+SUBCOMMANDS = ("fit", "validate", "test")
 #: epochs for a real dataset when ``--trainer.max_epochs`` is not given (reference default).
 DEFAULT_EPOCHS = 100
 DEFAULT_RUN_DIR = "runs/train"
-#: ``lucid-train predict`` is not a subcommand (see the module docstring); this is what it prints.
-PREDICT_REMOVED = (
-    "lucid-train: error: `lucid-train predict` is not a subcommand; predict with `lucid-predict --weights "
-    "RUN/best --source IMAGES --output DIR` (one JSON of detections per image) or, in Python, "
-    "`lucid_train.YOLO('RUN/best').predict(IMAGES)`."
-)
-
 TRAINER_DEFAULTS: dict[str, Any] = {
     "logger": True,  # = lucid_train.loggers.default_loggers(run dir); --trainer.logger false: none
     "enable_checkpointing": False,  # RunArtifacts writes last/best atomically
@@ -334,8 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args:
         args = ["fit"]
     if args[0] == "predict":
-        print(PREDICT_REMOVED, file=sys.stderr)
-        return 2
+        return predict_main(args[1:])
     tune_glibc_malloc()
     # Lightning 2.6's own use of a torch pytree API that torch deprecated
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
