@@ -33,7 +33,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from lucid_core.slicing import MERGE_NMS_IOU, polygon_nms, tile_windows
+from lucid_core.slicing import MERGE_NMS_IOU as MERGE_NMS_IOU  # re-exported
+from lucid_core.slicing import polygon_nms as polygon_nms
+from lucid_core.slicing import tile_windows as tile_windows
 from lucid_data.imageio import IMAGE_SUFFIXES, load_image
 
 DEFAULT_TILE_SIZE = 1024

@@ -321,7 +321,7 @@ class YOLODataModule(pl.LightningDataModule):
                 augment=augment,
                 augment_config=self.augment if augment else None,
                 split=split,
-                task=self.task,  # type: ignore[arg-type]
+                task=self.task,
                 seed=self.seed,
                 cache=self.cache,
                 decode_buffer_mib=self.decode_buffer_mib,

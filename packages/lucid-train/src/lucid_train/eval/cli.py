@@ -177,7 +177,7 @@ def evaluate_checkpoint(
     model = checkpoint.model
     data_path = Path(data)
     try:
-        source = load_dataset(data_path, split, model.task)  # type: ignore[arg-type]
+        source = load_dataset(data_path, split, model.task)
     except (ValueError, OSError, KeyError) as exc:  # LabelError, JSON / YAML errors, missing files
         raise EvalInputError(f"--data {data_path} (split {split!r}): {exc}") from exc
     check_images(source)

@@ -21,7 +21,7 @@ def ground_truth_for_path(
     layout, target = detect_layout(path, split)
     if layout != "coco":
         return ground_truth_from_source(source)
-    json_path = target if Path(target).is_file() else find_coco_json(Path(target), split, task)  # type: ignore[arg-type]
+    json_path = target if Path(target).is_file() else find_coco_json(Path(target), split, task)
     return CocoGroundTruth.from_coco_json(
         json_path,
         image_root=getattr(source, "root", None),
