@@ -27,6 +27,7 @@ $PYTHON -c "import torch, sys; print('torch', torch.__version__, 'cuda', torch.c
 set -o pipefail
 status=0
 $PYTHON tools/gpu/accel_check.py all --out "$OUT_DIR" --timeout 150 2>&1 | tee "$OUT_DIR/report.txt" || status=$?
+$PYTHON -m pytest -q -p no:cacheprovider -m gpu tests/core/test_core_export_tensorrt.py 2>&1 | tee -a "$OUT_DIR/report.txt" || status=$?  # TensorRT export/load/predict (skips without tensorrt)
 if [[ -n "${OUT:-}" && -d "${OUT:-}" ]]; then
   cp "$OUT_DIR/report.txt" "$OUT_DIR/results.json" "$OUT/" 2>/dev/null || true
 fi

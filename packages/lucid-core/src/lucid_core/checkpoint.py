@@ -16,7 +16,9 @@ file); after it the JSON names the pending file's digest and :func:`load` reads 
 
 :func:`load` is the one model loader: a lucid checkpoint (rebuilt with ``build_model(**config["model"])``, the
 hash, key set and every shape checked; any mismatch raises :class:`CheckpointError` naming the file) or a reference
-``.pt`` imported in memory. ``load_checkpoint``, ``load_weights`` and ``load_model`` are deprecated uses of it.
+``.pt`` imported in memory, or an exported model (:mod:`lucid_core.export`: ONNX, TorchScript, an OpenVINO IR
+folder, a TensorRT engine) run by its runtime behind a :class:`~lucid_core.export.ExportedModel`.
+``load_checkpoint``, ``load_weights`` and ``load_model`` are deprecated uses of it.
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ from torch import Tensor, nn
 
 import lucid_core
 from lucid_core.atomic import atomic_path, atomic_write_json
-from lucid_core.digest import file_sha256
-from lucid_core.errors import CheckpointError, CheckpointImportError, RefusedGlobalError
+from lucid_core.digest import file_sha256 as file_sha256  # re-exported
+from lucid_core.errors import CheckpointError as CheckpointError  # re-exported
+from lucid_core.errors import CheckpointImportError, RefusedGlobalError
+from lucid_core.export.loaded import exported_files, exported_kind, load_exported
 from lucid_core.interop.reference import import_checkpoint
 from lucid_core.models import YOLOModel, build_model
 
@@ -50,14 +54,15 @@ CONFIG_SUFFIX = ".json"
 _MAX_LISTED = 5
 
 
-SourceKind = Literal["lucid", "reference"]
+SourceKind = Literal["lucid", "reference", "exported"]
 #: what :func:`load` reads, as its errors name it
 SUPPORTED_SOURCES = (
-    "a lucid checkpoint (a stem, its .safetensors or .json file, or a run directory holding best.json) or a "
-    "reference .pt/.pth checkpoint"
+    "a lucid checkpoint (a stem, its .safetensors or .json file, or a run directory holding best.json), a "
+    "reference .pt/.pth checkpoint or a model lucid-export wrote (.onnx, .torchscript, an OpenVINO IR folder, "
+    ".engine)"
 )
 REFERENCE_SUFFIXES = (".pt", ".pth")
-#: suffixes of exported models (ONNX, TensorRT, TorchScript, TFLite, Core ML, OpenVINO IR): not loadable yet
+#: suffixes of exported models: those :mod:`lucid_core.export` loads, and TFLite (not loadable)
 EXPORTED_SUFFIXES = frozenset(
     {".onnx", ".engine", ".torchscript", ".tflite", ".mlmodel", ".mlpackage", ".xml"}
 )
@@ -69,7 +74,9 @@ RUN_DIRECTORY_STEM = "best"
 class Checkpoint:
     """A loaded model with its metadata: class ``names``, training ``imgsz``, the model ``config`` (a saved
     checkpoint's JSON ``model`` field), ``extra`` (``extra["imported"]``: what the importer of a reference ``.pt``
-    learned), the file read (``weights_path``) and ``source_kind`` (``"lucid"`` or ``"reference"``)."""
+    learned; ``extra["export"]``: an exported model's metadata record), the file read (``weights_path``) and
+    ``source_kind`` (``"lucid"``, ``"reference"`` or ``"exported"``; then ``model`` is an
+    :class:`~lucid_core.export.ExportedModel`)."""
 
     model: YOLOModel = field(repr=False)
     names: list[str]
@@ -284,11 +291,13 @@ def _read_config(config_path: Path) -> dict[str, Any]:
 
 
 def resolve_source(path: str | os.PathLike[str]) -> tuple[SourceKind, Path]:
-    """What :func:`load` reads for ``path``: ``("reference", the .pt)`` or ``("lucid", its stem or file)``.
+    """What :func:`load` reads for ``path``: ``("reference", the .pt)``, ``("exported", the file or IR folder)``
+    or ``("lucid", its stem or file)``.
 
-    A directory without a ``<dir>.json`` beside it stands for the run's ``best`` checkpoint inside it. A Lightning
-    ``.ckpt``, an exported model or any other existing file raises :class:`CheckpointError` naming the path and
-    what is supported; a lucid stem whose files are missing is left to the reader (it names the missing file).
+    A directory without a ``<dir>.json`` beside it stands for the run's ``best`` checkpoint inside it, else, if it
+    holds an OpenVINO IR with lucid metadata, for that IR. A Lightning ``.ckpt``, a missing or unsupported exported
+    model (TFLite) or any other existing file raises :class:`CheckpointError` naming the path and what is
+    supported; a lucid stem whose files are missing is left to the reader (it names the missing file).
     """
     source = Path(path)
     if source.suffix == ".ckpt":
@@ -298,13 +307,22 @@ def resolve_source(path: str | os.PathLike[str]) -> tuple[SourceKind, Path]:
         )
     if source.suffix in REFERENCE_SUFFIXES:
         return "reference", source
+    if not source.is_dir() and exported_kind(source) is not None:
+        if not source.exists():
+            raise CheckpointError(
+                f"{source}: an exported model ({source.suffix}) that does not exist; lucid_core.load reads "
+                f"{SUPPORTED_SOURCES}."
+            )
+        return "exported", source
     if source.suffix in (WEIGHTS_SUFFIX, CONFIG_SUFFIX) or checkpoint_paths(source)[1].is_file():
         return "lucid", source
     if source.is_dir() and checkpoint_paths(source / RUN_DIRECTORY_STEM)[1].is_file():
         return "lucid", source / RUN_DIRECTORY_STEM
+    if source.is_dir() and exported_kind(source) is not None:
+        return "exported", source
     if source.suffix in EXPORTED_SUFFIXES:
         raise CheckpointError(
-            f"{source}: an exported model ({source.suffix}), which lucid_core.load cannot read yet; it reads "
+            f"{source}: an exported model ({source.suffix}), which lucid_core.load cannot read; it reads "
             f"{SUPPORTED_SOURCES}."
         )
     if source.exists():
@@ -313,11 +331,13 @@ def resolve_source(path: str | os.PathLike[str]) -> tuple[SourceKind, Path]:
 
 
 def source_files(path: str | os.PathLike[str]) -> list[Path]:
-    """Every file :func:`load` may read for ``path`` (present or not): the ``.pt``, or config, weights and the
-    pending weights of a lucid checkpoint."""
+    """Every file :func:`load` may read for ``path`` (present or not): the ``.pt``, an exported model's files, or
+    config, weights and the pending weights of a lucid checkpoint."""
     kind, source = resolve_source(path)
     if kind == "reference":
         return [source]
+    if kind == "exported":
+        return exported_files(source)
     weights, config = checkpoint_paths(source)
     return [config, weights, pending_weights_path(weights)]
 
@@ -389,9 +409,24 @@ def _read_reference(source: Path) -> Checkpoint:
     )
 
 
+def _read_exported(source: Path) -> Checkpoint:
+    """An exported model run by its runtime (:func:`lucid_core.export.load_exported`), with its metadata record."""
+    model = load_exported(source)
+    return Checkpoint(
+        model=model,
+        names=list(model.names),
+        imgsz=max(model.imgsz),
+        config=dict(model.metadata["config"]),
+        extra={"export": model.metadata},
+        weights_path=source,
+        source_kind="exported",
+    )
+
+
 _READERS: dict[SourceKind, Callable[[Path], Checkpoint]] = {
     "lucid": _read_lucid,
     "reference": _read_reference,
+    "exported": _read_exported,
 }
 
 
@@ -399,9 +434,10 @@ def load(path: str | os.PathLike[str], *, device: str | torch.device | None = No
     """Load a model to run, with its metadata (:class:`Checkpoint`), in eval mode on ``device`` (default CPU).
 
     ``path``: a lucid checkpoint (the stem, its ``.safetensors`` or ``.json``, or a run directory holding
-    ``best.json``) or a reference ``.pt``/``.pth`` (imported in memory by the restricted unpickler: nothing
-    executed, nothing written; it keeps its class names and training ``imgsz``). Every failure, and any other kind
-    of file, raises :class:`CheckpointError` naming the path (:func:`resolve_source`).
+    ``best.json``), a reference ``.pt``/``.pth`` (imported in memory by the restricted unpickler: nothing
+    executed, nothing written; it keeps its class names and training ``imgsz``) or a model lucid-export wrote
+    (its runtime must be installed; ``imgsz`` is the exported size). Every failure, and any other kind of file,
+    raises :class:`CheckpointError` naming the path (:func:`resolve_source`).
     """
     kind, source = resolve_source(path)
     checkpoint = _READERS[kind](source)
@@ -490,6 +526,11 @@ def load_for_training(
     source = Path(path)
     notes: list[str] = []
     checkpoint = load(source)
+    if checkpoint.source_kind == "exported":
+        raise CheckpointError(
+            f"{source}: an exported model holds no trainable weights; fine-tune from the lucid checkpoint it was "
+            "exported from"
+        )
     loaded, names = checkpoint.model, list(checkpoint.names)
     if checkpoint.source_kind == "reference":
         notes.append(f"{source}: reference checkpoint converted on the fly (restricted unpickler)")

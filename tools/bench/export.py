@@ -1,0 +1,104 @@
+"""Benchmark: ``predict`` latency of exported models (TorchScript, ONNX, OpenVINO fp32 and INT8), CPU.
+
+yolo26n detect (80 classes, random initialisation, seed 0) is exported at ``--imgsz`` (640) with lucid-export's
+exporters, loaded back (``lucid_core.export.load_exported``; OpenVINO with ``--threads`` inference threads) and
+timed as the reference's ``export`` workload does: ``predict(model, image)`` on ``--image`` (default
+``../shared/data/images/bus.jpg``), 3 untimed calls, then the median of ``--runs`` (20), with ``--threads``
+torch threads. YOLO26 exports hold the one-to-one branch, so predict decodes with top-k. The INT8 IR is calibrated
+on ``--calibration`` (default ``../shared/data/coco8/images``: the timing does not depend on the images). Printed:
+each format's latency, INT8/fp32, and with ``--vs-reference`` the reference's latency for the same format
+(``run.sh export --format F --image IMG``) and ours/reference. Targets: OpenVINO ≤ 1.0× (goal 0.8×), ONNX and
+TorchScript ≤ 0.8×, our INT8 ≤ 0.6× our OpenVINO fp32.
+
+Run by hand or by ``make bench``: ``uv run --no-sync python tools/bench/export.py [--threads 2] [--vs-reference]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from lucid_core.allocator import tune_glibc_malloc
+from lucid_core.checkpoint import save_model
+from lucid_core.export import load_exported
+from lucid_core.export_cli import export
+from lucid_core.inference import predict
+from lucid_core.models import build_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _reference import SHARED_DIR, add_reference_flag, print_pair, run_reference
+
+FORMATS = ("torchscript", "onnx", "openvino", "openvino-int8")
+TARGETS = {"torchscript": 0.8, "onnx": 0.8, "openvino": 1.0}
+
+
+def _latency_ms(model: torch.nn.Module, image: Path, imgsz: int, runs: int) -> float:
+    for _ in range(3):
+        predict(model, str(image), imgsz=imgsz, decode="topk")
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        predict(model, str(image), imgsz=imgsz, decode="topk")
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", type=Path, default=SHARED_DIR / "data" / "images" / "bus.jpg")
+    parser.add_argument("--imgsz", type=int, default=640)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--formats", nargs="+", default=list(FORMATS), choices=FORMATS)
+    parser.add_argument("--calibration", type=Path, default=SHARED_DIR / "data" / "coco8" / "images")
+    add_reference_flag(parser)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    tune_glibc_malloc()  # as lucid-predict's main does
+    torch.manual_seed(0)
+    model = build_model("yolo26", "detect", "n", num_classes=80)
+    ours: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="lucid-bench-export-") as folder:
+        weights = Path(folder) / "yolo26n"
+        save_model(model, weights, names=[str(i) for i in range(80)], imgsz=args.imgsz)
+        for name in args.formats:
+            fmt = name.removesuffix("-int8")
+            int8 = name.endswith("-int8")
+            target = Path(folder) / {"torchscript": "m.torchscript", "onnx": "m.onnx"}.get(
+                fmt, f"{name}_openvino"
+            )
+            export(
+                weights,
+                format=fmt,
+                output=target,
+                check=False,
+                int8=int8,
+                data=args.calibration if int8 else None,
+            )
+            net = load_exported(target, threads=args.threads)
+            ours[name] = _latency_ms(net, args.image, args.imgsz, args.runs)
+            print(f"export {name} yolo26n@{args.imgsz}: ours {ours[name]:.1f} ms ({args.threads} threads)")
+    if "openvino" in ours and "openvino-int8" in ours:
+        ratio = ours["openvino-int8"] / ours["openvino"]
+        print(f"export openvino int8/fp32: {ratio:.2f} (target <= 0.6)")
+    if args.vs_reference:
+        for name in args.formats:
+            if name not in TARGETS:
+                continue
+            reference = run_reference(
+                "export", "--format", name, "--image", args.image, "--imgsz", args.imgsz, threads=args.threads
+            )
+            ratio = print_pair(f"export {name} yolo26n@{args.imgsz}", ours[name], reference, "ms")
+            if ratio is not None:
+                print(f"export {name}: ours/reference {ratio:.2f} (target <= {TARGETS[name]})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
