@@ -163,7 +163,7 @@ def test_postprocess_rejects_wrong_row_count() -> None:
     with pytest.raises(ValueError, match="expects 7 rows"):
         postprocess(torch.zeros(1, 8, 10), task="obb", nc=2)
     with pytest.raises(ValueError, match="task must be one of"):
-        postprocess(torch.zeros(1, 6, 10), task="classify", nc=2)
+        postprocess(torch.zeros(1, 6, 10), task="depth", nc=2)  # not a registered task
 
 
 def _import_cases(shared_dir: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:

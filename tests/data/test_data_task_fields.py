@@ -118,9 +118,9 @@ def test_toy_task_samples_like_detect(tmp_path: Path, toy_task: str) -> None:
 
 def test_an_unknown_task_is_refused_with_the_known_ones(tmp_path: Path) -> None:
     with pytest.raises(
-        ValueError, match=re.escape("task must be one of ('detect', 'segment', 'pose', 'obb')")
+        ValueError, match=re.escape("task must be one of ('detect', 'segment', 'pose', 'obb', 'classify')")
     ):
-        synthesize("classify", tmp_path / "x", n_train=1, n_val=0, imgsz=64)
+        synthesize("depth", tmp_path / "x", n_train=1, n_val=0, imgsz=64)
 
 
 def test_no_task_name_dispatch_in_the_data_pipeline() -> None:

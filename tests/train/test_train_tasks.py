@@ -14,6 +14,9 @@ from lucid_train_testing import TINY_IMGSZ, recorded_losses, state_hash, tiny_tr
 from lucid_core.tasks import TASKS
 
 FAST_FAMILY = "yolo26"
+#: the tasks the data pipeline trains today: every task scored by an IoU type (classification's folder reader and
+#: data module are not built yet)
+DENSE_TASKS = [name for name, spec in TASKS.items() if spec.iou_types]
 
 
 def _fit(task: str, family: str, root: Path, *, epochs: int = 1) -> tuple[object, object]:
@@ -50,7 +53,7 @@ def _check_task_run(task: str, module: object, trainer: object) -> None:
     assert metrics["metrics/fitness"] == pytest.approx(spec.fitness(metrics))
 
 
-@pytest.mark.parametrize("task", list(TASKS))
+@pytest.mark.parametrize("task", DENSE_TASKS)
 def test_every_task_trains_through_the_one_module(task: str, tmp_path: Path) -> None:
     module, trainer = _fit(task, FAST_FAMILY, tmp_path)
     _check_task_run(task, module, trainer)
@@ -58,7 +61,7 @@ def test_every_task_trains_through_the_one_module(task: str, tmp_path: Path) -> 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["yolov8", "yolo11"])
-@pytest.mark.parametrize("task", list(TASKS))
+@pytest.mark.parametrize("task", DENSE_TASKS)
 def test_every_task_trains_for_the_classic_families(task: str, family: str, tmp_path: Path) -> None:
     module, trainer = _fit(task, family, tmp_path)
     _check_task_run(task, module, trainer)

@@ -169,7 +169,7 @@ def test_obb_without_rboxes_is_refused() -> None:
     with pytest.raises(ValueError, match="rboxes"):
         draw_predictions(blank_image(), result, "obb")
     with pytest.raises(ValueError, match="task must be one of"):
-        draw_predictions(blank_image(), result, "classify")
+        draw_predictions(blank_image(), result, "depth")  # not a registered task
 
 
 def test_segment_masks_are_translucent_fills_and_ground_truth_outlines(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ segment: nm mask coefficients (and ``proto`` ``(B, nm, H/4, W/4)``); pose: K×D 
 pixels (x, y[, visibility probability]); obb: one angle θ in radians.
 
 ``mode="topk"`` is the one-to-one decode (no suppression), ``mode="nms"`` the class-aware NMS (rotated ProbIoU
-NMS for obb). Keypoints are passed through unchanged.
+NMS for obb). Keypoints are passed through unchanged. A task that decodes its output itself
+(:meth:`Task.decode_output`, e.g. classify: probabilities ``(B, nc)`` → ``Detections.probs``) bypasses all this.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ def postprocess(
     if task not in TASKS:
         raise ValueError(f"postprocess: task must be one of {tuple(TASKS)}, got {task!r}")
     spec = get_task(task)
+    decoded = spec.decode_output(pred, nc=nc)
+    if decoded is not None:  # an image-level task (classify): its own decode, no boxes to select
+        return decoded
     if mode not in ("nms", "topk"):
         raise ValueError(f"postprocess: mode must be 'nms' or 'topk', got {mode!r}")
     if pred.ndim != 3:

@@ -2,8 +2,8 @@
 
 ``Results`` wraps one image's ``Detections`` (original-image pixels) with the image and its metadata. Its views
 follow the fields the detections carry, never the task name: ``boxes`` always (the axis-aligned hull for rotated
-boxes), ``masks`` / ``keypoints`` / ``obb`` when ``masks`` / ``keypoints`` / ``rboxes`` are present. Drawing is
-:mod:`lucid_core.plotting`; label lines follow what ``lucid_data.readers.yolo`` reads back.
+boxes), ``masks`` / ``keypoints`` / ``obb`` / ``probs`` when ``masks`` / ``keypoints`` / ``rboxes`` / ``probs``
+are present. Drawing is :mod:`lucid_core.plotting`; label lines follow what ``lucid_data.readers.yolo`` reads back.
 """
 
 from __future__ import annotations
@@ -24,7 +24,17 @@ from torch import Tensor
 from lucid_core.atomic import atomic_write_text
 from lucid_core.geometry.rotated import rboxes_to_polygons
 
-__all__ = ["OBB", "Boxes", "Detections", "Keypoints", "Masks", "Results", "mask_to_rle", "rle_to_mask"]
+__all__ = [
+    "OBB",
+    "Boxes",
+    "Detections",
+    "Keypoints",
+    "Masks",
+    "Probs",
+    "Results",
+    "mask_to_rle",
+    "rle_to_mask",
+]
 
 #: a view's arrays: tensors, or NumPy arrays after :meth:`Results.numpy` (typed Any: the mode is a runtime choice)
 Array = Any
@@ -43,6 +53,7 @@ class Detections:
     keypoints: Tensor | None = None  # (N, K, 3) x, y, visibility score
     rboxes: Tensor | None = None  # (N, 5) cx, cy, w, h, theta (radians)
     ids: Tensor | None = None  # (N,) int64 track IDs, set by a tracker
+    probs: Tensor | None = None  # (nc,) float32 class probabilities of the whole image (classification)
 
     def __len__(self) -> int:
         return int(self.scores.shape[0])
@@ -67,6 +78,7 @@ class Detections:
             keypoints=mv(self.keypoints),
             rboxes=mv(self.rboxes),
             ids=mv(self.ids),
+            probs=mv(self.probs),
         )
 
     def select(self, rows: Tensor) -> Detections:
@@ -83,6 +95,7 @@ class Detections:
             keypoints=pick(self.keypoints),
             rboxes=pick(self.rboxes),
             ids=pick(self.ids),
+            probs=self.probs,
         )
 
 
@@ -314,13 +327,45 @@ def _format(values: Sequence[float] | NDArray[Any]) -> str:
     return " ".join(f"{float(v):.6f}" for v in np.asarray(values, dtype=np.float64).reshape(-1))
 
 
+class Probs:
+    """Class probabilities of one image (classification): ``data`` (nc,), ``top1``/``top5`` class indices,
+    ``top1conf``/``top5conf`` their probabilities (top-5: the up to five best, most probable first)."""
+
+    def __init__(self, probs: Tensor, as_numpy: bool = False) -> None:
+        self._data = probs
+        self._np = as_numpy
+
+    def __len__(self) -> int:
+        return int(self._data.shape[0])
+
+    @property
+    def data(self) -> Array:
+        return _out(self._data, self._np)
+
+    @property
+    def top1(self) -> int:
+        return int(self._data.argmax())
+
+    @property
+    def top5(self) -> list[int]:
+        return [int(i) for i in self._data.topk(min(5, len(self))).indices]
+
+    @property
+    def top1conf(self) -> Array:
+        return _out(self._data.max(), self._np)
+
+    @property
+    def top5conf(self) -> Array:
+        return _out(self._data.topk(min(5, len(self))).values, self._np)
+
+
 class Results:
     """The detections of one image or video frame, in original-image pixels, with views, drawing and saving.
 
     ``detections`` must be in the frame of ``orig_shape`` (H0, W0). ``orig_img`` is the H0×W0×3 uint8 BGR image
     (None when not kept: ``plot``/``save``/``save_crop`` then need an ``img``). ``names`` maps class index to
     name. ``speed`` holds milliseconds under ``preprocess``, ``inference``, ``postprocess``. ``probs`` is the
-    slot of a classification task's class probabilities (None: no task fills it yet).
+    class-probability view of a classifier's image (None for the other tasks).
     """
 
     def __init__(
@@ -348,7 +393,6 @@ class Results:
         self.frame = frame
         self.speed: dict[str, float] = dict(speed) if speed is not None else {}
         self.task = task
-        self.probs: Array | None = None
         self._np = False
 
     # -- views ---------------------------------------------------------------------------------------------------
@@ -370,6 +414,11 @@ class Results:
     @cached_property
     def obb(self) -> OBB | None:
         return None if self.detections.rboxes is None else OBB(self.detections, self.orig_shape, self._np)
+
+    @cached_property
+    def probs(self) -> Probs | None:
+        p = self.detections.probs
+        return None if p is None else Probs(p, self._np)
 
     def __len__(self) -> int:
         return len(self.detections)
@@ -394,7 +443,6 @@ class Results:
             speed=self.speed,
             task=self.task,
         )
-        out.probs = self.probs
         out._np = self._np if as_numpy is None else as_numpy
         return out
 

@@ -3,14 +3,16 @@
 The file is read with :mod:`lucid_core.interop.unpickler` (no code runs), giving a tree of inert stand-ins whose
 pickled attributes describe the network (shared/weights/README.md, "Notes that matter for an importer"):
 
-- task from the head class (``Detect`` / ``Segment`` / ``Pose`` / ``OBB``, also with suffixes);
+- task from the head class (``Detect`` / ``Segment`` / ``Pose`` / ``OBB`` / ``Classify``, also with suffixes);
 - family: an end-to-end head (``end2end`` flag or ``one2one_*`` branches) with reg_max 1 is YOLO26; otherwise the
-  blocks decide, ``C3k2`` → YOLO11, ``C2f`` → YOLOv8;
+  blocks decide, ``C3k2`` → YOLO11, ``C2f`` → YOLOv8; a family named by the yaml file (``yolo26n-cls.yaml``) is
+  taken instead when it builds the very same model for the task (YOLO11/YOLO26 classifiers);
 - scale: the yaml ``scale`` key, else the yaml ``depth_multiple`` / ``width_multiple`` (the fall detector has no
   ``scales`` block), else every scale whose stem width equals ``model.0.conv.weight``'s; each candidate is built
   and the first whose state-dict keys and shapes all agree is used;
-- ``nc`` / ``kpt_shape`` / ``nm`` / ``ne`` from the head's attributes (the pose yaml's ``nc: 80`` is stale, so the
-  head is trusted), ``names`` from the model, ``imgsz`` from ``train_args``.
+- ``nc`` / ``kpt_shape`` / ``nm`` / ``ne`` from the head (the task's ``reference_num_classes`` /
+  ``reference_options``; the pose yaml's ``nc: 80`` is stale, so the head is trusted), ``names`` from the model,
+  ``imgsz`` from ``train_args``.
 
 Weights come from ``ema`` when present, else ``model``. Key mapping: the reference's ``model.{i}.<rest>`` is our
 ``layers.{i}.<rest>`` (docs/INTERFACES.md, "The model"), identical for all families and tasks (the YOLO26 one-to-one
@@ -36,6 +38,7 @@ from lucid_core.interop import unpickler
 from lucid_core.interop.unpickler import StandInModule
 from lucid_core.models import ModelConfig, YOLOModel, build_model, get_family
 from lucid_core.models.graph import scale_channels
+from lucid_core.models.registry import registered_families
 from lucid_core.tasks import Task, int_attribute, registered_tasks, task_of_reference_head
 
 REFERENCE_PREFIX = "model."
@@ -179,6 +182,26 @@ def _family_of(
     )
 
 
+def _same_model_family(structural: str, checkpoint_yaml: Mapping[str, Any], task: Task) -> str:
+    """The family the yaml file name starts with, if it builds the same ``task`` model as ``structural`` (same
+    layer graph, scale rows and C3k scales); else ``structural``."""
+    stem = Path(str(checkpoint_yaml.get("yaml_file", ""))).name
+    base = get_family(structural)
+    for name in registered_families():
+        other = get_family(name)
+        if name == structural or not stem.startswith(name):
+            continue
+        same = (
+            task.layer_graph(other) == task.layer_graph(base)
+            and other.c3k_scales == base.c3k_scales
+            and set(other.scales) == set(base.scales)
+            and all(task.scale_row(other, s) == task.scale_row(base, s) for s in base.scales)
+        )
+        if same:
+            return name
+    return structural
+
+
 def _names(root: StandInModule, num_classes: int) -> list[str]:
     raw = root.__dict__.get("names")
     if isinstance(raw, Mapping):
@@ -279,8 +302,10 @@ def import_reference_tree(
     head_keys = [k[len(head_prefix) :] for k in state if k.startswith(head_prefix)]
 
     task = _task_of(head, source)
-    family = _family_of(layers, head, head_keys, source)
-    num_classes = int_attribute(head, "nc")
+    yaml = root.__dict__.get("yaml")
+    yaml_map: Mapping[str, Any] = yaml if isinstance(yaml, Mapping) else {}
+    family = _same_model_family(_family_of(layers, head, head_keys, source), yaml_map, task)
+    num_classes = task.reference_num_classes(head, state, head_prefix)
     if num_classes is None or num_classes < 1:
         raise CheckpointImportError(
             f"{source}: head {head.reference_class} has no valid 'nc' ({num_classes!r})"
@@ -288,10 +313,9 @@ def import_reference_tree(
     options = task.reference_options(head, state, head_prefix)
     spec = get_family(family)
     strides = _strides(root, head)
-    if strides is not None and strides != spec.strides:
-        raise CheckpointImportError(f"{source}: strides {strides} differ from {family}'s {spec.strides}")
-    yaml = root.__dict__.get("yaml")
-    yaml_map: Mapping[str, Any] = yaml if isinstance(yaml, Mapping) else {}
+    expected_strides = task.reference_strides(spec)
+    if strides is not None and expected_strides is not None and strides != expected_strides:
+        raise CheckpointImportError(f"{source}: strides {strides} differ from {family}'s {expected_strides}")
     stem = state.get(f"{LUCID_PREFIX}0.conv.weight")
     stem_width = int(stem.shape[0]) if stem is not None else None
     scales = _scale_candidates(family, yaml_map, stem_width)
@@ -310,7 +334,7 @@ def import_reference_tree(
         model=model.config,
         names=_names(root, num_classes),
         imgsz=_imgsz(checkpoint, root),
-        strides=spec.strides,
+        strides=tuple(model.strides),
         source=source,
         sha256=sha256,
         weights_from=weights_from,

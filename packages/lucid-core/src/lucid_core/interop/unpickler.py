@@ -45,7 +45,8 @@ Pickler = pickle.Pickler
 
 _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # no dunders, no dotted paths
 # Module classes of the reference that become stand-ins (any class name below these packages; stand-ins are inert).
-STANDIN_MODULE_PREFIXES = ("ultralytics.nn.", "torch.nn.modules.")
+# torchvision.transforms: the preprocessing a classification checkpoint pickles (inert stand-ins, never run)
+STANDIN_MODULE_PREFIXES = ("ultralytics.nn.", "torch.nn.modules.", "torchvision.transforms.")
 # SimpleNamespace subclasses of the reference that become StandInNamespace (exact module.name; see module docstring).
 NAMESPACE_GLOBALS = frozenset({"ultralytics.utils.IterableSimpleNamespace", "types.SimpleNamespace"})
 # getattr(<stand-in class>, name) is answered only for these attribute names (see module docstring).

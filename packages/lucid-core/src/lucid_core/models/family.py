@@ -27,3 +27,10 @@ class FamilySpec:
     obb_angle_sigmoid: bool = True  # classic OBB angle (sigmoid − 0.25)·π; YOLO26: raw radians
     tasks: tuple[str, ...] | None = None  # the tasks it builds; None: every registered task
     default_options: dict[str, dict[str, object]] = field(default_factory=dict)
+
+    def backbone_layers(self) -> tuple[LayerSpec, ...]:
+        """The backbone: every layer before the neck's first ``Upsample`` (the FPN top-down path)."""
+        for i, layer in enumerate(self.layers):
+            if layer.kind == "Upsample":
+                return self.layers[:i]
+        return self.layers

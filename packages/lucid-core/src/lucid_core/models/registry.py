@@ -42,6 +42,11 @@ def get_family(name: str) -> FamilySpec:
     return _FAMILIES[name]
 
 
+def registered_families() -> tuple[str, ...]:
+    """Every registered family name, in registration order."""
+    return tuple(_FAMILIES)
+
+
 def family_tasks(spec: FamilySpec) -> tuple[str, ...]:
     """The registered tasks family ``spec`` builds (all of them unless the family names a subset)."""
     names = tuple(t.name for t in registered_tasks())
@@ -56,7 +61,10 @@ def list_models() -> list[ModelKey]:
 def build_model(
     family: str = "yolo26", task: str = "detect", scale: str = "n", num_classes: int = 80, **task_options: Any
 ) -> YOLOModel:
-    """Build a randomly initialised model; ``task_options``: ``kpt_shape`` (pose), ``num_masks`` (segment)…"""
+    """Build a randomly initialised model; ``task_options``: ``kpt_shape`` (pose), ``num_masks`` (segment)…
+
+    The task picks the layer graph and scale row (:meth:`Task.layer_graph`, :meth:`Task.scale_row`: backbone +
+    neck for the dense tasks, the backbone alone for classify) and builds the head."""
     spec = get_family(family)
     if task not in family_tasks(spec):
         raise ValueError(f"unknown task {task!r} for family {family!r}; expected one of {family_tasks(spec)}")
@@ -74,12 +82,13 @@ def build_model(
     config = ModelConfig(family=family, task=task, scale=scale, num_classes=num_classes)
     task_spec.configure(config, given)
 
-    row = spec.scales[scale]
+    row = task_spec.scale_row(spec, scale)
+    layers, head_sources = task_spec.layer_graph(spec)
     force_c3k = scale in spec.c3k_scales
     modules: list[nn.Module] = []
     sources: list[tuple[int, ...]] = []
     out_channels: list[int] = []
-    for i, layer_spec in enumerate(spec.layers):
+    for i, layer_spec in enumerate(layers):
         src = (layer_spec.sources,) if isinstance(layer_spec.sources, int) else tuple(layer_spec.sources)
         ins = [out_channels[i - 1] if j == -1 else out_channels[j] for j in src] if i else [3]
         if force_c3k and layer_spec.kind == "C3k2":
@@ -94,7 +103,7 @@ def build_model(
         modules.append(module)
         sources.append(src)
         out_channels.append(c_out)
-    head_in = tuple(out_channels[j] for j in spec.head_sources)
+    head_in = tuple(out_channels[j] for j in head_sources)
     common: dict[str, Any] = {
         "num_classes": num_classes,
         "in_channels": head_in,
@@ -105,5 +114,5 @@ def build_model(
     }
     head = task_spec.build_head(common, config, spec, row)
     modules.append(head)
-    sources.append(spec.head_sources)
-    return YOLOModel(config, modules, sources, reg_max=spec.reg_max, end2end=spec.end2end)
+    sources.append(head_sources)
+    return YOLOModel(config, modules, sources)

@@ -1,22 +1,40 @@
-"""``YOLOModel``: a layer graph (backbone + neck) ending in a task head, with reference-compatible layer indices.
+"""``YOLOModel``: a layer graph (backbone + neck, or the backbone alone for classify) ending in a task head, with
+reference-compatible layer indices.
 
 ``layers`` holds every layer including the head as its last entry, so state-dict keys read ``layers.{i}.<...>``
-exactly where the reference has ``model.{i}.<...>`` (shared/weights/checkpoints.json); ``head`` is that last layer.
+exactly where the reference has ``model.{i}.<...>`` (shared/weights/checkpoints.json); ``head`` is that last layer,
+any module with the :class:`TaskHead` attributes (a dense :class:`DetectHead` or a classification head).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Protocol, runtime_checkable
 
 from torch import Tensor, nn
 
-from lucid_core.heads.detect import DecodeBranch, DetectHead
+from lucid_core.heads.detect import DecodeBranch
 from lucid_core.heads.segment import SegmentHead
 from lucid_core.models.config import ModelConfig
 from lucid_core.nn.proto import MultiScaleProto
 from lucid_core.outputs import TrainOutput
 
 ModelOutput = TrainOutput | Tensor | tuple[Tensor, Tensor]
+
+
+@runtime_checkable
+class TaskHead(Protocol):
+    """What the model reads of its last layer: input strides, the one-to-one branch flag, the box distribution
+    size (0 without boxes) and the deployed form."""
+
+    strides: tuple[int, ...]
+    end2end: bool
+    reg_max: int
+
+    @property
+    def deployed(self) -> bool: ...
+
+    def to_deployed(self) -> None: ...
 
 
 class YOLOModel(nn.Module):
@@ -27,31 +45,33 @@ class YOLOModel(nn.Module):
         config: ModelConfig,
         layers: list[nn.Module],
         sources: list[tuple[int, ...]],
-        reg_max: int,
-        end2end: bool,
+        reg_max: int | None = None,
+        end2end: bool | None = None,
     ) -> None:
+        """``reg_max`` / ``end2end`` default to the head's."""
         super().__init__()
         if len(layers) != len(sources):
             raise ValueError(f"YOLOModel: {len(layers)} layers but {len(sources)} source lists")
-        if not isinstance(layers[-1], DetectHead):
-            raise TypeError(f"YOLOModel: the last layer must be a head, got {type(layers[-1]).__name__}")
+        head = layers[-1]
+        if not isinstance(head, TaskHead):
+            raise TypeError(f"YOLOModel: the last layer must be a head, got {type(head).__name__}")
         self.config = replace(config)
         self.family = config.family
         self.task = config.task
         self.scale = config.scale
         self.num_classes = config.num_classes
         self.kpt_shape = config.kpt_shape
-        self.reg_max = reg_max
-        self.end2end = end2end
+        self.reg_max = int(head.reg_max if reg_max is None else reg_max)
+        self.end2end = bool(head.end2end if end2end is None else end2end)
         self.layers = nn.ModuleList(layers)
         self.sources = [tuple(s) for s in sources]
         needed = {j for s in self.sources for j in s if j >= 0}
         self._keep = frozenset(needed)
 
     @property
-    def head(self) -> DetectHead:
+    def head(self) -> TaskHead:
         head = self.layers[-1]
-        assert isinstance(head, DetectHead)
+        assert isinstance(head, TaskHead)
         return head
 
     @property
@@ -59,7 +79,8 @@ class YOLOModel(nn.Module):
         return self.head.strides
 
     def forward(self, x: Tensor, branch: DecodeBranch | None = None) -> ModelOutput:
-        """Run the layer graph; ``branch`` picks the decoded head branch in eval mode (:meth:`DetectHead.forward`)."""
+        """Run the layer graph; ``branch`` picks the decoded head branch in eval mode (:meth:`DetectHead.forward`;
+        a head with one branch ignores it)."""
         outputs: dict[int, Tensor] = {}
         y: Tensor = x
         last = len(self.layers) - 1

@@ -10,20 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from torch import Tensor
+from torch import Tensor, nn
 
 from lucid_core.geometry.letterbox import LetterboxInfo
+from lucid_core.loss.objective import EndToEndObjective, OneToManyObjective
+from lucid_core.loss.schedule import BranchWeightSchedule
 from lucid_core.results import Detections
 
 if TYPE_CHECKING:
-    from lucid_core.heads.detect import DetectHead
     from lucid_core.interop.unpickler import StandInModule
     from lucid_core.models.config import ModelConfig, ScaleRow
     from lucid_core.models.family import FamilySpec
+    from lucid_core.models.graph import LayerSpec
 
-__all__ = ["DecodeLayout", "Task", "int_attribute", "metric_key"]
+__all__ = ["DecodeLayout", "Task", "TrainingObjective", "int_attribute", "metric_key"]
 
 # IoU kind -> metric prefix of its mAP values ("" keeps the detection keys metrics/mAP50(-95)).
 _METRIC_PREFIX = {"bbox": "", "rotated": "", "segm": "mask/", "keypoints": "pose/"}
@@ -51,6 +53,14 @@ class DecodeLayout:
 
     kpt_shape: tuple[int, int] | None = None
     input_hw: tuple[int, int] | None = None
+
+
+class TrainingObjective(Protocol):
+    """What training calls: ``objective(output, batch) -> (total, loss_items)``, items named by ``loss_names``."""
+
+    loss_names: tuple[str, ...]
+
+    def __call__(self, output: Any, batch: Mapping[str, Any]) -> tuple[Tensor, Tensor]: ...
 
 
 @dataclass(frozen=True)
@@ -100,10 +110,19 @@ class Task:
         for key, default in self.options:
             setattr(config, key, options.get(key, default))
 
+    def layer_graph(self, family: FamilySpec) -> tuple[tuple[LayerSpec, ...], tuple[int, ...]]:
+        """``(layers, head_sources)`` of this task's models of ``family``: by default backbone + neck."""
+        return family.layers, family.head_sources
+
+    def scale_row(self, family: FamilySpec, scale: str) -> ScaleRow:
+        """The compound-scaling row of ``scale`` for this task's models of ``family``."""
+        return family.scales[scale]
+
     def build_head(
         self, common: dict[str, Any], config: ModelConfig, family: FamilySpec, row: ScaleRow
-    ) -> DetectHead:
-        """The head of a model of this task; ``common`` holds the detection head's keyword arguments."""
+    ) -> nn.Module:
+        """The head of a model of this task; ``common`` holds the detection head's keyword arguments. The head
+        has ``strides``, ``end2end``, ``reg_max``, ``deployed`` and ``to_deployed`` (``YOLOModel`` reads them)."""
         raise NotImplementedError(f"task {self.name!r} builds no head")
 
     # -- objective ---------------------------------------------------------------------------------------------
@@ -115,7 +134,33 @@ class Task:
         """
         raise NotImplementedError(f"task {self.name!r} has no objective")
 
+    def build_objective(
+        self,
+        model: Any,
+        *,
+        gains: Mapping[str, float],
+        epochs: int,
+        assigner: Mapping[str, Any],
+        o2m_init: float,
+        o2m_final: float,
+        **task_options: Any,
+    ) -> TrainingObjective:
+        """The training objective of ``model`` (:func:`lucid_core.tasks.build_objective`): one-to-many, or
+        YOLO26's end-to-end combination of two :meth:`branch_objective` with the branch-weight schedule."""
+        common = {"gains": dict(gains), **dict(assigner), **task_options}
+        if bool(getattr(model, "end2end", False)):
+            return EndToEndObjective(
+                self.branch_objective(model, one2one=False, **common),
+                self.branch_objective(model, one2one=True, **common),
+                BranchWeightSchedule(epochs=epochs, o2m_init=o2m_init, o2m_final=o2m_final),
+            )
+        return OneToManyObjective(self.branch_objective(model, one2one=False, **common))
+
     # -- decoding ----------------------------------------------------------------------------------------------
+    def decode_output(self, pred: Tensor, *, nc: int) -> list[Detections] | None:
+        """Per-image results of an eval output this task decodes itself; ``None``: the dense box decode."""
+        return None
+
     def decode_layout(
         self,
         extra: int,
@@ -145,6 +190,16 @@ class Task:
         return det
 
     # -- reference checkpoints ---------------------------------------------------------------------------------
+    def reference_num_classes(
+        self, head: StandInModule, state: Mapping[str, Tensor], head_prefix: str
+    ) -> int | None:
+        """The class count of a reference checkpoint's head of this task (its ``nc`` attribute)."""
+        return int_attribute(head, "nc")
+
+    def reference_strides(self, family: FamilySpec) -> tuple[int, ...] | None:
+        """The strides a reference checkpoint of this task stores for ``family`` (``None``: not checked)."""
+        return family.strides
+
     def reference_options(
         self, head: StandInModule, state: Mapping[str, Tensor], head_prefix: str
     ) -> dict[str, Any]:
