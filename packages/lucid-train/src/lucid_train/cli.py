@@ -32,7 +32,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from lucid_train.batch_predict import predict_main
 from lucid_train.openmp import limit_openmp_spinning
 
 limit_openmp_spinning()  # before torch is loaded (lucid_train.openmp)
@@ -43,6 +42,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI  # noqa:
 from lucid_core.allocator import tune_glibc_malloc  # noqa: E402
 from lucid_core.cli_errors import run_cli  # noqa: E402
 from lucid_train.accel import AccelFlags  # noqa: E402
+from lucid_train.batch_predict import predict_main  # noqa: E402
 from lucid_train.callbacks import default_callbacks  # noqa: E402
 from lucid_train.datamodule import YOLODataModule  # noqa: E402
 from lucid_train.errors import TrainingSetupError  # noqa: E402
