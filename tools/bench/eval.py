@@ -17,6 +17,11 @@ the same run: the devkit's ``voc_eval`` loop (one detection at a time, hull pref
 pair) with shapely's polygon intersection when shapely is installed, else a plain-Python Sutherland–Hodgman
 clip per pair. Both must give the same AP per class (07 and all-point, within 1e-9); the ratio is printed. The
 COCO-style ``rotated`` IoU type of `COCOEvaluator` is timed on the same set too.
+
+``--artifacts``: also builds the validation artefacts (`lucid_train.eval.artifacts.build_artifacts`: confusion
+matrix, PR / confidence curves, per-class table) from the scored evaluator and writes them (figures too with
+lucid-viz), and prints their time as a ratio of the scoring time alone — a bound on what they add to a
+``lucid-eval --plots`` run, whose model inference this benchmark leaves out (target: ≤ 10 % of a run).
 """
 
 from __future__ import annotations
@@ -99,12 +104,40 @@ def synthetic_set(
 def time_ours(
     gt: CocoGroundTruth, detections: list[tuple[int, Detections]], backend: str
 ) -> tuple[float, list[float]]:
+    seconds, stats, _, _ = _score(gt, detections, backend)
+    return seconds, stats
+
+
+def _score(
+    gt: CocoGroundTruth, detections: list[tuple[int, Detections]], backend: str
+) -> tuple[float, list[float], COCOEvaluator, Any]:
     tic = time.perf_counter()
     evaluator = COCOEvaluator(gt, ("bbox",), backend=backend)
     for image_id, det in detections:
         evaluator.update(image_id, det)
-    stats = list(evaluator.compute().per_type["bbox"].stats)
-    return time.perf_counter() - tic, stats
+    result = evaluator.compute()
+    stats = list(result.per_type["bbox"].stats)
+    return time.perf_counter() - tic, stats, evaluator, result
+
+
+def time_artifacts(gt: CocoGroundTruth, detections: list[tuple[int, Detections]], backend: str) -> None:
+    """Scoring time vs the artefacts built from it (numbers, then the written files)."""
+    import tempfile
+
+    from lucid_train.eval.artifacts import build_artifacts, write_artifacts
+
+    score_s, _, evaluator, result = _score(gt, detections, backend)
+    tic = time.perf_counter()
+    artifacts = build_artifacts(evaluator, result)
+    build_s = time.perf_counter() - tic
+    with tempfile.TemporaryDirectory() as folder:
+        tic = time.perf_counter()
+        written = write_artifacts(artifacts, folder)
+        write_s = time.perf_counter() - tic
+    print(
+        f"artefacts: scoring {score_s:.2f} s; building {build_s:.2f} s (ratio {build_s / score_s:.3f}); "
+        f"writing {len(written)} files {write_s:.2f} s (ratio {(build_s + write_s) / score_s:.3f} of scoring)"
+    )
 
 
 def time_pycocotools(gt: CocoGroundTruth, results: list[dict[str, object]]) -> tuple[float, list[float]]:
@@ -363,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="lucid")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--with-faster", action="store_true", help="also time the faster-coco-eval backend")
+    parser.add_argument("--artifacts", action="store_true", help="also time the validation artefacts")
     args = parser.parse_args(argv)
     if args.task == "obb":
         return main_obb(args.images or 1000, args.seed)
@@ -376,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{sum(len(d) for _, d in detections)} detections"
     )
     ours_s, ours_stats = time_ours(gt, detections, args.backend)
+    if args.artifacts:
+        time_artifacts(gt, detections, args.backend)
     # the reference gets exactly the detections our evaluator saw, in the COCO results format
     reference = COCOEvaluator(gt, ("bbox",), backend=args.backend)
     for image_id, det in detections:

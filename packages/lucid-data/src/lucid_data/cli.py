@@ -1,15 +1,18 @@
-"""`lucid-data` console script: `check`, `synth`, `convert`, `tile`, `download`.
+"""`lucid-data` console script: `check`, `synth`, `convert`, `stats`, `tile`, `download`.
 
 - `check PATH [--split S ...] [--task T] [--no-images]` (:func:`check_dataset`): reads every split with the readers
   in non-strict mode, fully decodes every image, prints each bad label as `file:line: reason` and each corrupt
-  image, then a summary; exit status 1 when anything is wrong (also: a data YAML without a `val` split, a split
+  image, the instances per class of each split, then a summary; exit status 1 when anything is wrong (also: a data YAML without a `val` split, a split
   with no instances, e.g. a missing `labels/` folder), 2 when the layout is not recognised (with what was
   expected).
 
 Every command runs inside the shared error boundary (`lucid_core.cli_errors.run_cli`): a bad label, a corrupt
 image, a missing file or a full disk is one paragraph on stderr and exit status 2; a bug keeps its traceback.
 - `synth --task T --output DIR`: writes the synthetic-shapes YOLO dataset (`lucid_data.synth.synthesize`).
-- `convert SRC OUT --to yolo|coco`: COCO JSON ⇄ YOLO txt (`lucid_data.convert`).
+- `convert SRC OUT --to yolo|coco|yolo-obb`: COCO JSON ⇄ YOLO txt, DOTA → YOLO-OBB (`lucid_data.convert`); each
+  unusable annotation is one line on stderr (file and annotation id), the rest converts, then the skipped count.
+- `stats PATH [--split S] [--output DIR]`: per-class instance and image counts, box sizes (`lucid_data.stats`);
+  with `--output`, `stats.json`, `per_class.csv` and `labels.npz` (the arrays `lucid-viz labels DIR` draws).
 - `tile SRC OUT [--tile-size 1024] [--overlap 200]`: DOTA scenes → overlapping tiles (`readers.dota.write_tiles`).
 - `download coco|dota [--root DIR] [--part P ...]`: resumable, checksum-verified downloads.
 """
@@ -28,13 +31,14 @@ import yaml
 from lucid_core.cli_errors import one_paragraph, run_cli
 from lucid_core.tasks import TASKS
 from lucid_data.cache import CacheTooLargeError
-from lucid_data.convert import convert
+from lucid_data.convert import TARGET_FORMATS, convert_dataset
 from lucid_data.download import ASSETS, Asset, ChecksumError, download_dataset
 from lucid_data.imageio import CorruptImageError, load_image
 from lucid_data.readers.common import LabelError
 from lucid_data.readers.dota import write_tiles
 from lucid_data.readers.probe import load_dataset
 from lucid_data.readers.yolo import label_path_for
+from lucid_data.stats import label_statistics, write_statistics
 from lucid_data.synth import synthesize
 
 __all__ = ["DatasetCheck", "check_dataset", "main"]
@@ -119,6 +123,7 @@ def check_dataset(
         check.images += len(source) + len(source.corrupt_images)
         split_instances = sum(len(record.targets) for record in source.records)
         check.instances += split_instances
+        emit(f"{path} [{split}]: instances per class: {_class_counts_line(source)}")
         if split_instances == 0 and len(source):
             emit(_no_instances(path, split, source))
             check.problems += 1
@@ -130,6 +135,15 @@ def check_dataset(
                     emit(f"{exc.path}: corrupt image: {exc.reason}")
                     check.corrupt += 1
     return check
+
+
+def _class_counts_line(source: object) -> str:
+    """``name count, ...`` for the classes with instances, then how many classes have none."""
+    names = getattr(source, "names", {})
+    counts = label_statistics(source).class_counts
+    present = ", ".join(f"{names[i]} {int(c)}" for i, c in enumerate(counts) if c)
+    empty = int((counts == 0).sum())
+    return (present or "none") + (f"; {empty} class(es) without instances" if empty else "")
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -185,9 +199,34 @@ def _cmd_synth(args: argparse.Namespace) -> int:
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    out = convert(args.source, args.output, args.to, split=args.split, task=args.task, copy_images=args.copy_images,
-                  decimals=args.decimals)  # fmt: skip
-    print(out)
+    done = convert_dataset(args.source, args.output, args.to, split=args.split, task=args.task,
+                           copy_images=args.copy_images, decimals=args.decimals)  # fmt: skip
+    for problem in done.problems:
+        print(f"lucid-data: skipped {problem}", file=sys.stderr)
+    print(f"lucid-data: {done.summary()}", file=sys.stderr)
+    print(done.output)
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    source = load_dataset(args.path, args.split, args.task, strict=False)
+    stats = label_statistics(source)
+    summary = stats.summary()
+    print(f"{args.path} [{args.split}]: {summary['images']} images, {summary['instances']} instances")
+    for row in summary["classes"]:
+        if row["instances"]:
+            print(
+                f"  {row['class']:>3} {row['name']}: {row['instances']} instances in {row['images']} images"
+            )
+    empty = sum(1 for row in summary["classes"] if not row["instances"])
+    if empty:
+        print(f"  {empty} class(es) without instances")
+    if args.output:
+        for path in write_statistics(stats, args.output).values():
+            print(path)
+        print(
+            f"lucid-data: draw labels.png with `lucid-viz labels {args.output}` (lucid-viz)", file=sys.stderr
+        )
     return 0
 
 
@@ -251,15 +290,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_synth)
 
-    p = sub.add_parser("convert", help="COCO JSON <-> YOLO txt")
+    p = sub.add_parser("convert", help="COCO JSON <-> YOLO txt, DOTA -> YOLO-OBB")
     p.add_argument("source")
     p.add_argument("output")
-    p.add_argument("--to", choices=["yolo", "coco"], required=True)
+    p.add_argument("--to", choices=list(TARGET_FORMATS), required=True)
     p.add_argument("--split", default="train")
     p.add_argument("--task", choices=tasks)
     p.add_argument("--copy-images", action="store_true", help="copy images instead of symlinking them")
     p.add_argument("--decimals", type=int, default=10, help="significant digits of YOLO coordinates")
     p.set_defaults(func=_cmd_convert)
+
+    p = sub.add_parser("stats", help="per-class counts and box statistics; figures with --output")
+    p.add_argument("path", help="data YAML, YOLO folder, COCO JSON/folder or DOTA folder")
+    p.add_argument("--split", default="train")
+    p.add_argument("--task", choices=tasks)
+    p.add_argument("--output", default=None, help="folder for stats.json, per_class.csv and labels.npz")
+    p.set_defaults(func=_cmd_stats)
 
     p = sub.add_parser("tile", help="cut large obb scenes (DOTA) into overlapping tiles, written as YOLO obb")
     p.add_argument("source")

@@ -1,4 +1,5 @@
-"""COCO JSON ⇄ YOLO txt conversion, built on the readers so a converted dataset reads back to the same Targets.
+"""COCO JSON ⇄ YOLO txt and DOTA → YOLO-OBB conversion, built on the readers so a converted dataset reads back to
+the same Targets.
 
 What is written follows the target fields of the source's task (`lucid_core.tasks.get_task(task)`): masks →
 polygons, keypoints → keypoints (and `kpt_shape`/`flip_idx`), rboxes → 4 corners; none → boxes only.
@@ -12,6 +13,11 @@ polygons, keypoints → keypoints (and `kpt_shape`/`flip_idx`), rboxes → 4 cor
   into `output/images/<split>/`. Category ids are `source.category_ids`; YOLO pose keypoints are named
   `left_i`/`right_i` for the pairs of `flip_idx` (`kpt_i` when a point maps to itself), so the COCO reader
   rebuilds the same `flip_idx`. OBB instances are written with their 4 corners as the segmentation polygon (see `readers.coco`).
+- `convert_dataset(source, output, to)`: reads the source non-strictly, so a bad annotation (missing fields, a
+  polygon of fewer than 3 points, a wrong keypoint count, an unknown category id) is one problem line naming the
+  file and the annotation id, and the rest converts; ``to="yolo-obb"`` reads the source as oriented boxes (e.g.
+  DOTA labelTxt; difficult objects are kept, a YOLO line cannot mark them) and adds ``classes.txt`` (line i = the
+  name of class i) beside ``data.yaml``.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +38,10 @@ from lucid_data.readers.common import polygon_area, rbox_to_corners
 from lucid_data.readers.probe import load_dataset
 from lucid_data.records import DatasetSource, ImageRecord, Task
 
-__all__ = ["convert", "write_coco", "write_yolo", "yolo_lines"]
+__all__ = ["Conversion", "convert", "convert_dataset", "write_coco", "write_yolo", "yolo_lines"]
+
+TARGET_FORMATS = ("yolo", "coco", "yolo-obb")
+CLASSES_FILE = "classes.txt"
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
@@ -220,6 +230,66 @@ def write_coco(source: DatasetSource, output: str | Path, *, copy_images: bool =
     return json_path
 
 
+@dataclass(frozen=True)
+class Conversion:
+    """What :func:`convert_dataset` wrote: the data YAML / JSON path, counts, and one line per skipped annotation."""
+
+    output: Path
+    images: int
+    instances: int
+    crowd_dropped: int
+    problems: tuple[str, ...]
+
+    @property
+    def skipped(self) -> int:
+        """Annotations left out because they are unusable (one per problem line)."""
+        return len(self.problems)
+
+    def summary(self) -> str:
+        crowd = f", {self.crowd_dropped} crowd instance(s) dropped" if self.crowd_dropped else ""
+        return (
+            f"converted {self.images} images, {self.instances} instances{crowd}; "
+            f"{self.skipped} annotation(s) skipped"
+        )
+
+
+def convert_dataset(
+    source_path: str | Path,
+    output: str | Path,
+    to: str,
+    *,
+    split: str = "train",
+    task: Task | None = None,
+    copy_images: bool = False,
+    decimals: int = 10,
+    strict: bool = False,
+) -> Conversion:
+    """Read `source_path` (any layout `load_dataset` knows; non-strictly unless `strict`) and write it as `to`
+    (``"yolo"``, ``"coco"`` or ``"yolo-obb"``: the source read as task obb, plus ``classes.txt``)."""
+    if to not in TARGET_FORMATS:
+        raise ValueError(f"unknown target format {to!r}; expected one of {', '.join(TARGET_FORMATS)}")
+    if to == "yolo-obb":
+        if task not in (None, "obb"):
+            raise ValueError(f"--to yolo-obb writes oriented boxes: use --task obb (or none), got {task!r}")
+        task = "obb"
+    source = load_dataset(source_path, split, task, strict=strict)
+    written = 0
+    crowd = 0
+    for record in source.records:
+        flags = np.asarray(record.targets.iscrowd, dtype=bool)
+        written += len(record.targets) - (int(flags.sum()) if to != "coco" else 0)
+        crowd += int(flags.sum()) if to != "coco" else 0
+    if to == "coco":
+        path = write_coco(source, output, copy_images=copy_images)
+    else:
+        path = write_yolo(source, output, copy_images=copy_images, decimals=decimals)
+        if to == "yolo-obb":
+            names = "".join(f"{source.names[i]}\n" for i in range(len(source.names)))
+            _atomic_write_text(Path(output) / CLASSES_FILE, names)
+    problems = tuple(str(p) for p in source.problems)
+    return Conversion(path, len(source.records), written, crowd, problems)
+
+
 def convert(
     source_path: str | Path,
     output: str | Path,
@@ -230,10 +300,15 @@ def convert(
     copy_images: bool = False,
     decimals: int = 10,
 ) -> Path:
-    """Read `source_path` (any layout `load_dataset` knows) and write it as `to` = "yolo" or "coco"."""
-    source = load_dataset(source_path, split, task)
-    if to == "yolo":
-        return write_yolo(source, output, copy_images=copy_images, decimals=decimals)
-    if to == "coco":
-        return write_coco(source, output, copy_images=copy_images)
-    raise ValueError(f"unknown target format {to!r}; expected 'yolo' or 'coco'")
+    """Read `source_path` (any layout `load_dataset` knows, strictly) and write it as `to` = "yolo" or "coco"
+    (or "yolo-obb"); the written data YAML / JSON path (:func:`convert_dataset` with ``strict=True``)."""
+    return convert_dataset(
+        source_path,
+        output,
+        to,
+        split=split,
+        task=task,
+        copy_images=copy_images,
+        decimals=decimals,
+        strict=True,
+    ).output

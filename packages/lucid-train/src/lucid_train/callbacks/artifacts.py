@@ -16,8 +16,11 @@ interrupted best export, a best export of another epoch than ``best.ckpt``), and
 left out of the run (unreadable or corrupt), whose count is also in the summary line.
 
 A run stopped by an exception (e.g. a non-finite loss) writes nothing more, so the last good ``last.ckpt`` stays.
-At the end of ``fit`` it writes ``curves.png``/``val_predictions.png`` when lucid-viz is installed and prints one
-summary line.
+At the end of ``fit`` it writes ``curves.png``/``val_predictions.png`` and, with ``validation_plots``, scores
+``best`` once more on the val split for its validation artefacts (:mod:`lucid_train.eval.artifacts`:
+``confusion_matrix.png``, ``PR_curve.png``, ``F1_curve.png``, ``P_curve.png``, ``R_curve.png``, ``per_class.csv``
+/ ``.md``; ``labels.png`` of the training split) when lucid-viz is installed, logs the figures to every logger
+that takes images (TensorBoard), and prints one summary line (``summary.txt`` also lists the figures).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import io
 import json
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +42,14 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from lucid_core.atomic import atomic_path, atomic_write_json, atomic_write_text
 from lucid_core.checkpoint import load, remove_stale_temporaries, repair_checkpoint, save_model
 from lucid_core.errors import CheckpointError
+from lucid_data.imageio import load_image
+from lucid_data.stats import label_statistics
 from lucid_train.errors import ArtifactWriteError
+from lucid_train.eval.artifacts import write_artifacts
+from lucid_train.eval.coco_gt import CocoGroundTruth
+from lucid_train.eval.runner import ModelScorer
+from lucid_train.model_setup import keypoint_sigmas
+from lucid_train.scoring import validation_paths
 
 
 def run_dir_of(trainer: pl.Trainer) -> Path:
@@ -49,9 +60,10 @@ def run_dir_of(trainer: pl.Trainer) -> Path:
 class RunArtifacts(pl.Callback):
     """Checkpoints (last + best by mAP50-95), metrics CSV/JSONL, resolved optimiser, plots and summary line."""
 
-    def __init__(self, monitor: str = "metrics/fitness") -> None:
+    def __init__(self, monitor: str = "metrics/fitness", validation_plots: bool = True) -> None:
         # metrics/fitness: the task table's fitness (detect/obb mAP50-95; segment box + mask, pose box + pose)
         self.monitor = monitor
+        self.validation_plots = validation_plots
         self.rows: list[dict[str, Any]] = []
         self.best_score = -math.inf
         self.best_epoch = -1
@@ -144,7 +156,7 @@ class RunArtifacts(pl.Callback):
         if not trainer.is_global_zero:
             return
         run_dir = run_dir_of(trainer)
-        self._write_plots(trainer, pl_module, run_dir)
+        figures = self._write_plots(trainer, pl_module, run_dir)
         excluded = self._write_excluded(trainer)
         seconds = time.perf_counter() - self._fit_started
         last = self.rows[-1] if self.rows else {}
@@ -176,7 +188,8 @@ class RunArtifacts(pl.Callback):
             f"{len(excluded)} image(s) excluded{' (excluded.txt)' if excluded else ''}; "
             f"run {run_dir} (best.safetensors, last.ckpt, metrics.csv)"
         )
-        atomic_write_text(run_dir / "summary.txt", summary + "\n")
+        listed = f"figures: {', '.join(sorted(p.name for p in figures))}\n" if figures else ""
+        atomic_write_text(run_dir / "summary.txt", summary + "\n" + listed)
         print(summary, flush=True)
 
     # ------------------------------------------------------------------ writers
@@ -222,23 +235,76 @@ class RunArtifacts(pl.Callback):
                 raise
             raise ArtifactWriteError(path, exc) from exc
 
-    def _write_plots(self, trainer: pl.Trainer, pl_module: pl.LightningModule, run_dir: Path) -> None:
+    def _write_plots(self, trainer: pl.Trainer, pl_module: pl.LightningModule, run_dir: Path) -> list[Path]:
+        """The end-of-fit figures (PNG paths written; none without lucid-viz), logged to image-taking loggers."""
         try:  # the optional lucid-viz (the lucid-train[viz] extra)
             from lucid_viz.training import write_fit_plots
         except ImportError:
-            return
+            return []
+        written: list[Path] = []
         try:
             images, predictions, targets = _sample_predictions(trainer, pl_module)
-            write_fit_plots(
+            written += write_fit_plots(
                 run_dir,
                 images,
                 predictions,
                 targets,
                 getattr(pl_module, "task", "detect"),
                 getattr(pl_module, "names", {}),
-            )
+            ).values()
         except Exception as exc:  # plotting must never fail a finished run
             rank_zero_warn(f"could not write plots to {run_dir}: {type(exc).__name__}: {exc}")
+        if self.validation_plots:
+            try:
+                written += [
+                    p for p in best_validation_artifacts(trainer, pl_module, run_dir) if p.suffix == ".png"
+                ]
+            except Exception as exc:  # plotting must never fail a finished run
+                rank_zero_warn(f"could not write validation plots to {run_dir}: {type(exc).__name__}: {exc}")
+        log_images(trainer, written)
+        return written
+
+
+def best_validation_artifacts(
+    trainer: pl.Trainer, pl_module: pl.LightningModule, run_dir: Path
+) -> list[Path]:
+    """Score ``best`` on the val split as validation does (primary decode path) and write its validation
+    artefacts into ``run_dir``, with ``labels.png`` of the training split; returns the files written."""
+    datamodule = getattr(trainer, "datamodule", None)
+    if datamodule is None or not (run_dir / "best.safetensors").is_file():
+        return []
+    module: Any = pl_module
+    model = load(run_dir / "best", device=module.device).model
+    scorer = ModelScorer(
+        CocoGroundTruth.from_source(datamodule.val_source()),
+        task=module.task,
+        num_classes=module.num_classes,
+        decode=validation_paths(model, module.val_decode)[:1],
+        conf=module.val_conf,
+        iou=module.val_iou,
+        max_det=module.max_det,
+        multi_label=True,
+        kpt_sigmas=keypoint_sigmas(module.task_spec, module.model, module.task_options),
+    )
+    for batch in datamodule.val_dataloader():
+        scorer.update(model, batch)
+    result = scorer.compute()
+    artifacts = replace(
+        scorer.artifacts(result), labels=label_statistics(datamodule.source(datamodule.train_split))
+    )
+    return list(write_artifacts(artifacts, run_dir).values())
+
+
+def log_images(trainer: pl.Trainer, paths: list[Path]) -> None:
+    """Log each PNG to every logger whose ``experiment`` has ``add_image`` (TensorBoard), tag = file stem."""
+    found = [getattr(getattr(lg, "experiment", None), "add_image", None) for lg in trainer.loggers]
+    writers: list[Any] = [w for w in found if callable(w)]
+    if not writers or not paths:
+        return
+    for path in paths:
+        image = load_image(path)
+        for add_image in writers:
+            add_image(f"plots/{path.stem}", image, int(trainer.current_epoch), dataformats="HWC")
 
 
 def repair_run_directory(run_dir: Path, pl_module: pl.LightningModule | None = None) -> list[str]:

@@ -2,7 +2,7 @@
 
     lucid-eval --weights runs/best --data data.yaml [--split val] [--imgsz 640] [--batch 16] [--conf 0.001]
                [--iou 0.7] [--max-det 300] [--decode topk|nms|both] [--backend lucid|faster|pycocotools]
-               [--device cpu] [--workers 0] --output report.json
+               [--device cpu] [--workers 0] [--plots DIR] [--save-json DIR] --output report.json
     lucid-eval --task obb --dota-labels LABELTXT_DIR (--dota-dets TASK1_DIR | --weights W --data IMAGE_DIR)
                [--merge-tiles | --split-scenes [--tile-size 1024] [--gap 200] [--rates 1.0 ...]]
                [--merged-dets DIR] --output report.json
@@ -29,10 +29,12 @@ from lucid_core.loss.terms.pose import resolve_keypoint_sigmas
 from lucid_core.tasks import TASKS, get_task
 from lucid_data.readers import load_dataset
 from lucid_train.eval import runner
+from lucid_train.eval.artifacts import write_artifacts
 from lucid_train.eval.dota import DotaFormatError, format_dota_table, score_dota
 from lucid_train.eval.evaluator import BACKENDS
 from lucid_train.eval.mot import track_main
-from lucid_train.eval.report import build_report, sha256_file, write_report
+from lucid_train.eval.per_class import PerClassTable
+from lucid_train.eval.report import build_report, finite_json, sha256_file, write_report
 from lucid_train.eval.sources import ground_truth_for_path
 from lucid_train.validation import KNOWN_ERRORS
 
@@ -75,6 +77,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu")
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--output", required=True, help="JSON report path (written atomically)")
+    p.add_argument(
+        "--plots",
+        default=None,
+        metavar="DIR",
+        help="write the validation artefacts here (confusion matrix, PR/F1/P/R curves, labels, per-class table)",
+    )
+    p.add_argument(
+        "--save-json",
+        default=None,
+        metavar="DIR",
+        help="write the results files here: <iou_type>_results.json (COCO format), Task1_<class>.txt (rotated)",
+    )
     dota = p.add_argument_group("DOTA Task-1 protocol (oriented boxes, lucid_train.eval.dota)")
     dota.add_argument("--task", choices=tuple(TASKS), default=None)
     dota.add_argument("--dota-labels", default=None, help="folder of DOTA labelTxt files (one per image)")
@@ -156,6 +170,8 @@ def evaluate_checkpoint(
     backend: str = "lucid",
     device: str = "cpu",
     workers: int = 0,
+    plots: str | os.PathLike[str] | None = None,
+    save_json: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """COCO-protocol scores of the checkpoint ``weights`` on the ``split`` of ``data``, written to ``output``
     (JSON, atomically, :mod:`lucid_train.eval.report`); returns that report dict.
@@ -165,7 +181,10 @@ def evaluate_checkpoint(
     rectangular batches of ``batch``; ``decode``: None = ``"nms"``, ``"both"`` adds the top-k scores
     (``other_decodes``). Before inference the inputs are checked (checkpoint, annotations, image files, class
     count and names): a problem raises :class:`EvalInputError` naming it; an ``output`` that would replace an
-    input raises :class:`~lucid_core.cli_errors.OutputOverwriteError`.
+    input raises :class:`~lucid_core.cli_errors.OutputOverwriteError`. ``plots``: a folder for the validation
+    artefacts (:func:`lucid_train.eval.artifacts.write_artifacts`; the per-class table is also in the report,
+    ``per_class_table``); ``save_json``: a folder for the results files
+    (:mod:`lucid_train.eval.coco_results`).
     """
     if not weights or not data:
         raise EvalInputError("--weights and --data are required (or --dota-labels for the DOTA protocol)")
@@ -202,6 +221,8 @@ def evaluate_checkpoint(
         workers=workers,
         ground_truth=gt,
         kpt_sigmas=kpt_sigmas,
+        artifacts=plots is not None,
+        save_json=save_json,
     )
     seconds = time.perf_counter() - tic
     assert checkpoint.weights_path is not None
@@ -220,6 +241,10 @@ def evaluate_checkpoint(
         device=str(device),
         total_seconds=seconds,
     )
+    if plots is not None:
+        table = result.artifacts.table
+        report["per_class_table"] = finite_json({"columns": list(table.columns), "rows": list(table.rows)})
+        write_artifacts(result.artifacts, plots)
     write_report(output, report)
     return report
 
@@ -257,7 +282,12 @@ def _main(args: argparse.Namespace) -> int:
         backend=args.backend,
         device=args.device,
         workers=args.workers,
+        plots=args.plots,
+        save_json=args.save_json,
     )
+    if args.plots is not None:
+        table = report["per_class_table"]
+        print(PerClassTable(tuple(table["columns"]), tuple(map(tuple, table["rows"]))).to_text())
     parts = [
         f"{t}: mAP50 {v['mAP50']:.4f} mAP50-95 {v['mAP50-95']:.4f}" for t, v in report["iou_types"].items()
     ]
@@ -267,6 +297,10 @@ def _main(args: argparse.Namespace) -> int:
             f"{t}: mAP50 {v['mAP50']:.4f} mAP50-95 {v['mAP50-95']:.4f}" for t, v in other["iou_types"].items()
         ]
         print(f"lucid-eval: decode {decode}: " + "; ".join(parts))
+    if args.plots is not None:
+        print(f"lucid-eval: validation artefacts written to {args.plots}")
+    if args.save_json is not None:
+        print(f"lucid-eval: results files written to {args.save_json}")
     print(f"lucid-eval: report written to {args.output}")
     return 0
 

@@ -62,6 +62,9 @@ class IouTypeResult:
     stat_names: tuple[str, ...]
     ap_per_class: tuple[float, ...]  # AP@[.5:.95] per contiguous class, -1 = no ground truth
     ap50_per_class: tuple[float, ...]  # AP@.5 per contiguous class, -1 = no ground truth
+    # (101, C) COCO-interpolated precision at IoU 0.5 on the 101 recall thresholds (area all, last maxDets) per
+    # contiguous class, -1 where a class has no ground truth: the per-class PR curves whose means are AP50
+    pr50: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
     def map50_95(self) -> float:
@@ -94,6 +97,8 @@ class EvalResult:
     decode: str | None = None
     seconds: float = 0.0
     other_decodes: dict[str, EvalResult] = field(default_factory=dict)
+    # the validation artefacts (lucid_train.eval.artifacts.ValidationArtifacts) when they were asked for
+    artifacts: Any = field(default=None, compare=False, repr=False)
 
     @property
     def primary(self) -> IouTypeResult:
@@ -445,9 +450,10 @@ class COCOEvaluator:
             iou_type,
         )
         ap, ap50 = self._per_class(precision, params)
-        return IouTypeResult(iou_type, stats, names, ap, ap50)
+        pr50 = self._pr50_from(precision, params.catIds, params.areaRngLbl, np.asarray(params.iouThrs))
+        return IouTypeResult(iou_type, stats, names, ap, ap50, pr50)
 
-    def _detection_instances(self, iou_type: str) -> Any:
+    def detection_instances(self, iou_type: str) -> vectorized.Instances:
         """The accumulated detections as flat arrays, in `results()` order, with COCO ``loadRes`` areas."""
         ids = sorted(self._images)
         entries = [self._images[i] for i in ids]
@@ -478,12 +484,10 @@ class COCOEvaluator:
         return inst
 
     def _compute_vectorized(self, iou_type: str) -> IouTypeResult:
-        if iou_type not in self._gt_instances:
-            self._gt_instances[iou_type] = vectorized.ground_truth_instances(self.gt.dataset, iou_type)
         max_dets = [self.kpt_max_dets] if iou_type == "keypoints" else list(self.max_dets)
         acc = vectorized.evaluate(
-            self._gt_instances[iou_type],
-            self._detection_instances(iou_type),
+            self.ground_truth_instances(iou_type),
+            self.detection_instances(iou_type),
             iou_type,
             img_ids=sorted(self._images),
             cat_ids=sorted({int(c["id"]) for c in self.gt.dataset["categories"]}),
@@ -494,7 +498,29 @@ class COCOEvaluator:
             acc.precision, acc.recall, acc.iou_thrs, acc.area_labels, acc.max_dets, iou_type
         )
         ap, ap50 = self._per_class_from(acc.precision, acc.cat_ids, acc.area_labels, acc.iou_thrs)
-        return IouTypeResult(iou_type, stats, names, ap, ap50)
+        pr50 = self._pr50_from(acc.precision, acc.cat_ids, acc.area_labels, acc.iou_thrs)
+        return IouTypeResult(iou_type, stats, names, ap, ap50, pr50)
+
+    def ground_truth_instances(self, iou_type: str) -> vectorized.Instances:
+        """The ground truth of `iou_type` as flat arrays (built once, shared with the lucid backend)."""
+        if iou_type not in self._gt_instances:
+            self._gt_instances[iou_type] = vectorized.ground_truth_instances(self.gt.dataset, iou_type)
+        instances: vectorized.Instances = self._gt_instances[iou_type]
+        return instances
+
+    def _pr50_from(
+        self, precision: np.ndarray, cat_ids: Sequence[int], area_labels: Sequence[str], iou_thrs: np.ndarray
+    ) -> np.ndarray:
+        """(R, C) precision at IoU 0.5, area ``all``, the last maxDets, per contiguous class (-1: no ground truth)."""
+        cat_index = {int(c): k for k, c in enumerate(cat_ids)}
+        a = list(area_labels).index("all")
+        t50 = int(np.where(iou_thrs == 0.5)[0][0])
+        out = -np.ones((precision.shape[1], len(self.gt.category_ids)))
+        for i, cat in enumerate(self.gt.category_ids):
+            k = cat_index.get(int(cat))
+            if k is not None:
+                out[:, i] = precision[t50, :, k, a, -1]
+        return out
 
     def _per_class(self, precision: np.ndarray, params: Any) -> tuple[tuple[float, ...], tuple[float, ...]]:
         return self._per_class_from(precision, params.catIds, params.areaRngLbl, np.asarray(params.iouThrs))

@@ -20,6 +20,7 @@ Pipeline (the same for in-training validation and ``lucid-eval``):
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -45,7 +46,9 @@ from lucid_data.collate import collate
 from lucid_data.dataset import DetectionDataset
 from lucid_data.readers import load_dataset
 from lucid_data.rect import RectBatchSampler
+from lucid_train.eval.artifacts import ValidationArtifacts, build_artifacts
 from lucid_train.eval.coco_gt import CocoGroundTruth
+from lucid_train.eval.coco_results import write_results
 from lucid_train.eval.evaluator import COCOEvaluator, EvalResult
 from lucid_train.eval.sources import ground_truth_for_path
 
@@ -204,6 +207,11 @@ class ModelScorer:
                     self.evaluators[path].add_image_entries(entries)
         return True
 
+    def artifacts(self, result: EvalResult) -> ValidationArtifacts:
+        """Confusion matrices, curves, per-class table and label statistics of the primary decode path, from
+        the detections ``result = compute()`` scored (:mod:`lucid_train.eval.artifacts`)."""
+        return build_artifacts(self.evaluators[self.paths[0]], result)
+
     def compute(self) -> EvalResult:
         results = {path: self.evaluators[path].compute() for path in self.paths}
         primary = results[self.paths[0]]
@@ -231,6 +239,8 @@ def evaluate_model(
     kpt_sigmas: Sequence[float] | None = None,
     rect: bool = True,
     multi_label: bool = True,
+    artifacts: bool = False,
+    save_json: str | os.PathLike[str] | None = None,
 ) -> EvalResult:
     """COCO-protocol scores of `model` on a split (see the module docstring for the exact pipeline).
 
@@ -242,7 +252,10 @@ def evaluate_model(
     in-training validation does, so a checkpoint scored here reproduces the mAP its training logged (with the
     same batch size); ``False`` letterboxes every image to the square ``imgsz``. ``multi_label``: NMS may keep a
     box for several classes, as the reference validator (and in-training validation) does. The model's
-    train/eval mode and decode branch are restored afterwards.
+    train/eval mode and decode branch are restored afterwards. ``artifacts``: also build the validation
+    artefacts (``result.artifacts``, :class:`~lucid_train.eval.artifacts.ValidationArtifacts`) from the same
+    detections, after scoring. ``save_json``: a folder for the results files of the primary decode path
+    (:func:`lucid_train.eval.coco_results.write_results`: COCO JSON per IoU type, DOTA Task-1 for rotated).
     """
     if isinstance(source_or_dataset, DetectionDataset):
         dataset = source_or_dataset
@@ -289,4 +302,8 @@ def evaluate_model(
         scorer.update(model, batch)
     result = scorer.compute()
     result.seconds = time.perf_counter() - tic
+    if artifacts:
+        result.artifacts = scorer.artifacts(result)
+    if save_json is not None:
+        write_results(scorer.evaluators[scorer.paths[0]], save_json)
     return result
