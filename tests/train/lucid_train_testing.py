@@ -62,8 +62,21 @@ def recorded_losses(trainer: pl.Trainer) -> list[float]:
     return next(c for c in trainer.callbacks if isinstance(c, LossRecorder)).losses  # type: ignore[attr-defined]
 
 
+def _with_validation_plots(callbacks: list[Any], enabled: bool) -> list[Any]:
+    """The default callbacks with the end-of-fit validation figures on or off (they cost an extra validation pass
+    and ~15 figures per fit, so tiny test fits leave them off unless a test checks them)."""
+    from lucid_train.callbacks.artifacts import RunArtifacts
+
+    return [RunArtifacts(validation_plots=enabled) if isinstance(c, RunArtifacts) else c for c in callbacks]
+
+
 def tiny_trainer(
-    run_dir: Path, *, max_epochs: int = 1, callbacks: list[Any] | None = None, **kwargs: Any
+    run_dir: Path,
+    *,
+    max_epochs: int = 1,
+    callbacks: list[Any] | None = None,
+    validation_plots: bool = False,
+    **kwargs: Any,
 ) -> pl.Trainer:
     from lucid_train.callbacks import default_callbacks
 
@@ -78,7 +91,11 @@ def tiny_trainer(
         "use_distributed_sampler": False,
         "num_sanity_val_steps": 0,
         "default_root_dir": str(run_dir),
-        "callbacks": [*default_callbacks(), *(callbacks or []), LossRecorder()],
+        "callbacks": [
+            *_with_validation_plots(default_callbacks(), validation_plots),
+            *(callbacks or []),
+            LossRecorder(),
+        ],
     }
     options.update(kwargs)
     return pl.Trainer(**options)

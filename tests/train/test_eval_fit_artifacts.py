@@ -22,7 +22,7 @@ def test_fit_ends_with_the_validation_figures_beside_curves_png(tmp_path: Path) 
     data = tiny_data(make_shapes(tmp_path / "shapes", n_train=8, n_val=4), batch_size=4)
     run = tmp_path / "run"
     logger = TensorBoardLogger(str(run), name="tb")
-    tiny_trainer(run, logger=logger).fit(tiny_module(data), datamodule=data)
+    tiny_trainer(run, logger=logger, validation_plots=True).fit(tiny_module(data), datamodule=data)
 
     for name in ("curves.png", *FIGURES, "per_class.csv", "per_class.md"):
         assert (run / name).is_file() and (run / name).stat().st_size > 0, name
