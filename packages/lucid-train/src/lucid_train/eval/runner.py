@@ -56,14 +56,15 @@ DECODE_CHOICES = ("topk", "nms", "both")
 
 
 def decode_paths(model: nn.Module, decode: str | None) -> list[str]:
-    """Decode paths to score: None = ``nms`` for every family (for YOLO26 the one-to-many branch + NMS, the
-    reference's default standalone validation).
+    """Decode paths to score: None = the model's own decode when it has one (an exported model holds one branch),
+    else ``nms`` for every family (for YOLO26 the one-to-many branch + NMS, the reference's default standalone
+    validation).
 
     ``"both"`` (end-to-end models only) scores ``nms`` first (the primary result) and then ``topk``.
     """
     end2end = bool(getattr(model, "end2end", False))
     if decode is None:
-        return ["nms"]
+        return [str(getattr(model, "decode", None) or "nms")]
     if decode not in DECODE_CHOICES:
         raise ValueError(f"decode must be None or one of {DECODE_CHOICES}, got {decode!r}")
     if decode == "both":
@@ -287,7 +288,8 @@ def evaluate_model(
         kpt_sigmas=kpt_sigmas,
         multi_label=multi_label,
     )
-    if rect:
+    # an exported graph has a fixed input size: rectangular batches (up to half a stride larger) do not fit it
+    if rect and getattr(model, "export_format", None) is None:
         stride = max(int(s) for s in getattr(model, "strides", (32,)))
         batches = dataset.use_rect_batches(batch_size, stride=stride, pad=0.5)
         loader = DataLoader(
