@@ -38,10 +38,12 @@ fixtures: setup
 		$(TEST_ENV) $(UV) run --locked python tools/check_fixture_independence.py; \
 	else echo "fixtures: ../shared/fixtures not found: skipped"; fi
 
-# goldens = the overfit micro gate, then the level-4 trajectory gate (minutes: trains the shapes recipe 10 epochs)
+# goldens = the overfit micro gate, then the level-4 distributional trajectory gate: 3 seeds of ours per recipe
+# (detect yolo26n/yolo11n, segment, obb, pose) against the reference's recorded seed distributions in tools/fidelity/
+# (about an hour on 2 cores; the release check trains 5 seeds: docs/TRAINING.md, "Distributional gate")
 goldens: setup
 	$(TEST_ENV) $(UV) run --locked python tools/check_goldens.py
-	$(TEST_ENV) $(UV) run --locked python tools/check_trajectory.py
+	$(TEST_ENV) $(UV) run --locked python tools/check_trajectory.py --task all --seeds 3
 
 gate: lint typecheck test guard fixtures goldens docs
 
@@ -61,6 +63,10 @@ bench: setup
 		$(UV) run --locked python tools/bench/train.py --step --threads 2 --sizes 640 --steps 4 --profile --vs-reference --pairs 3; \
 		$(UV) run --locked python tools/bench/infer.py --threads 2 --vs-reference; \
 		$(UV) run --locked python tools/bench/predict.py --threads 2 --facade --path --vs-reference; \
+		$(UV) run --locked python tools/bench/video.py --threads 2 --save --vs-reference --pairs 3; \
+		$(UV) run --locked python tools/bench/export.py --threads 2 --vs-reference; \
+		$(UV) run --locked python -m lucid_train.export_benchmark $(REFBENCH)/../weights/yolo26n-seg-shapes.pt \
+			--data $(REFBENCH)/../data/shapes-seg/data.yaml; \
 	else echo "bench: $(REFBENCH)/run.sh not found: the --vs-reference pass is skipped"; fi
 
 # the documentation site, built strictly (a broken link or a missing nav file fails); into runs/site

@@ -105,7 +105,7 @@ print(result.summary() if hasattr(result, "summary") else result)
 # %%
 source = lucid_data.load_dataset(data_yaml, split="val")
 paths = [record.path for record in source.records[:4]]
-detections = lucid_core.predict(best, paths, imgsz=imgsz, conf=0.05)
+detections = [result.detections for result in lucid_core.predict(best, paths, imgsz=imgsz, conf=0.05)]
 images = [load_image_rgb(p).permute(1, 2, 0).numpy() for p in paths]
 targets = [record.targets for record in source.records[:4]]
 figure = lucid_viz.grid.draw_grid(images, detections, TASK, targets=targets)
@@ -140,7 +140,8 @@ scene = np.concatenate(
 )
 tiles = []
 for name, tile in split_scene(scene, "mosaic", tile_size=imgsz, gap=imgsz // 4):
-    (det,) = lucid_core.predict(best, np.ascontiguousarray(tile), imgsz=imgsz, conf=0.05)
+    bgr = np.ascontiguousarray(tile[..., ::-1])  # numpy images are BGR for predict, as OpenCV gives them
+    det = lucid_core.predict(best, bgr, imgsz=imgsz, conf=0.05)[0].detections
     tiles.append((name, rboxes_to_polygons(det.rboxes.double()).numpy(), det.scores.numpy(), det.labels.numpy()))
 merged = merge_tile_detections(tiles)["mosaic"]
 print(f"{len(tiles)} tiles -> {len(merged.scores)} merged boxes on the {scene.shape[1]}x{scene.shape[0]} scene")

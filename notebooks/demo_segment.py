@@ -105,7 +105,7 @@ print(result.summary() if hasattr(result, "summary") else result)
 # %%
 source = lucid_data.load_dataset(data_yaml, split="val")
 paths = [record.path for record in source.records[:4]]
-detections = lucid_core.predict(best, paths, imgsz=imgsz, conf=0.05)
+detections = [result.detections for result in lucid_core.predict(best, paths, imgsz=imgsz, conf=0.05)]
 images = [load_image_rgb(p).permute(1, 2, 0).numpy() for p in paths]
 targets = [record.targets for record in source.records[:4]]
 figure = lucid_viz.grid.draw_grid(images, detections, TASK, targets=targets)

@@ -169,7 +169,7 @@ def test_predict_from_the_image_file(imported: dict[str, Any], shared_dir: Path)
     model: YOLOModel = imported["model"]
     for case_name, case in imported["fixture"]["cases"].items():
         args = case["predict_args"]
-        (det,) = predict(
+        (result,) = predict(
             model,
             shared_dir / case["image"],
             imgsz=case["imgsz"],
@@ -177,6 +177,7 @@ def test_predict_from_the_image_file(imported: dict[str, Any], shared_dir: Path)
             iou=args["iou"],
             max_det=args["max_det"],
         )
+        det = result.detections
         pred = case["pred"]
         assert len(det.scores) == case["num_pred"], case_name
         assert torch.equal(det.labels, pred["cls"].long()), case_name

@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
+from lucid_core.geometry.letterbox import letterbox_geometry
 from lucid_core.inference import predict
 from lucid_core.interop import import_checkpoint
 from lucid_core.models import YOLOModel
@@ -42,6 +44,21 @@ def _image(case: dict[str, Any], shared_dir: Path) -> Any:
         bgr = np.asarray(case["orig_bgr_uint8"])
         return np.ascontiguousarray(bgr[..., ::-1])
     return shared_dir / case["image"]
+
+
+def _original_size_masks(masks_input: torch.Tensor, orig_hw: Any) -> torch.Tensor:
+    """README mask rule 6: cut the letterbox padding of the input-size masks (the input pipeline's top/left for this
+    original and input size) and, where that differs from (H0, W0), resize bilinearly and keep values > 0.5."""
+    h0, w0 = (int(v) for v in orig_hw)
+    height, width = (int(v) for v in masks_input.shape[1:])
+    if (height, width) == (h0, w0):
+        return masks_input
+    geometry = letterbox_geometry((h0, w0), (height, width))
+    new_w, new_h = geometry.new_unpad_wh
+    cut = masks_input[:, geometry.top : geometry.top + new_h, geometry.left : geometry.left + new_w].float()
+    if (new_h, new_w) != (h0, w0):
+        cut = F.interpolate(cut[None], size=(h0, w0), mode="bilinear", align_corners=False)[0]
+    return cut > 0.5
 
 
 def _check_pred(det: Any, ref: dict[str, Any], mask_key: str, name: str) -> None:
@@ -80,15 +97,32 @@ def test_predict_reproduces_default_retina_and_one_to_one_masks(
         common = dict(imgsz=case["imgsz"], conf=args["conf"], iou=args["iou"], max_det=args["max_det"])
         image = _image(case, shared_dir)
         # The reference's plain predict of a YOLO26 checkpoint: one-to-many branch + NMS.
-        (det,) = predict(model, image, decode="nms", **common)
+        det = predict(model, image, decode="nms", **common)[0].detections
         _check_pred(det, case["pred"], "masks", name)
         if "pred_retina" in case:
-            (retina,) = predict(model, image, decode="nms", retina_masks=True, **common)
+            retina = predict(model, image, decode="nms", retina_masks=True, **common)[0].detections
             _check_pred(retina, case["pred_retina"], "masks", name)
         e2e = case.get("pred_e2e")
         if e2e is not None:
-            (one2one,) = predict(model, image, decode="topk", **common)
-            key = "masks" if "masks" in e2e else "masks_input"
-            if key == "masks_input" and tuple(e2e[key].shape[1:]) != tuple(case["orig_shape_hw"]):
-                pytest.fail(f"{name}: pred_e2e has no original-size masks to compare with")
-            _check_pred(one2one, e2e, key, name)
+            one2one = predict(model, image, decode="topk", **common)[0].detections
+            if "masks" not in e2e:  # README rule 6 gives the original-size masks from masks_input
+                e2e = {**e2e, "masks": _original_size_masks(e2e["masks_input"], case["orig_shape_hw"])}
+            _check_pred(one2one, e2e, "masks", name)
+
+
+def test_original_size_masks_follow_rule_6() -> None:
+    """The derivation the one-to-one comparison uses when a case stores only ``masks_input``: identity at equal
+    sizes, the letterbox padding cut for a rectangular input, and a bilinear resize back for an up-scaled one."""
+    masks = torch.zeros(2, 60, 96, dtype=torch.bool)
+    masks[0, 10:30, 20:50] = True
+    masks[1, 40:60, 0:96] = True
+    assert torch.equal(_original_size_masks(masks, (60, 96)), masks)
+    geometry = letterbox_geometry((60, 96), (64, 96))
+    padded = torch.zeros(2, 64, 96, dtype=torch.bool)
+    padded[:, geometry.top : geometry.top + 60] = masks
+    assert torch.equal(_original_size_masks(padded, (60, 96)), masks)
+    small = masks[:, ::2, ::2]  # (30, 48) original, up-scaled x2 to a (64, 96) input
+    up = torch.zeros(2, 64, 96, dtype=torch.bool)
+    top = letterbox_geometry((30, 48), (64, 96)).top
+    up[:, top : top + 60] = small.repeat_interleave(2, 1).repeat_interleave(2, 2)
+    assert torch.equal(_original_size_masks(up, (30, 48)), small)

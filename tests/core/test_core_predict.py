@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 from torch import Tensor
 
 from lucid_core.checkpoint import save_model
@@ -23,8 +24,14 @@ from lucid_core.inference import (
 from lucid_core.models import YOLOModel, build_model
 from lucid_core.postprocess import postprocess
 from lucid_core.predict_cli import main, mask_to_rle
+from lucid_core.results import Detections
 
 IMGSZ = 160  # small inputs keep these tests fast; the pipeline is size-independent
+
+
+def predict_detections(*args: Any, **kwargs: Any) -> list[Detections]:
+    """``predict``'s results as their ``Detections`` (the tensor core the assertions read)."""
+    return [result.detections for result in predict(*args, **kwargs)]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +68,7 @@ def test_predict_maps_boxes_back_to_original_pixels() -> None:
     box[1::2] = box[1::2] * gy + info.top
     model.box_xyxy = box
     image = np.zeros((*orig_hw, 3), dtype=np.uint8)
-    (det,) = predict(model, image, imgsz=IMGSZ)
+    (det,) = predict_detections(model, image, imgsz=IMGSZ)
     assert det.labels.tolist() == [1]
     torch.testing.assert_close(det.boxes[0], original_box, atol=1e-3, rtol=0)
 
@@ -69,7 +76,7 @@ def test_predict_maps_boxes_back_to_original_pixels() -> None:
 @pytest.mark.shared
 def test_predict_on_bus_returns_boxes_inside_the_image(yolo26n: YOLOModel, shared_dir: Path) -> None:
     path = shared_dir / "data" / "images" / "bus.jpg"
-    (det,) = predict(yolo26n, path, imgsz=IMGSZ, decode="topk")
+    (det,) = predict_detections(yolo26n, path, imgsz=IMGSZ, decode="topk")
     h0, w0 = load_image_rgb(path).shape[1:]
     assert 0 < len(det) <= 300
     b = det.boxes
@@ -86,7 +93,7 @@ def test_predict_on_bus_returns_boxes_inside_the_image(yolo26n: YOLOModel, share
     torch.testing.assert_close(det.boxes, scale_boxes_back(ref.boxes, info))
     # decode="nms" switches to the one-to-many branch + NMS: no two same-class boxes overlap above 0.7 in the
     # network's input space (mapping back clips to the image, which can raise the overlap of border boxes)
-    (nms,) = predict(yolo26n, path, imgsz=IMGSZ, decode="nms")
+    (nms,) = predict_detections(yolo26n, path, imgsz=IMGSZ, decode="nms")
     net_nms, _ = prepare_inference_model(yolo26n, decode="nms")
     with torch.no_grad():
         out_nms = net_nms(padded[None].float() / 255, branch="one2many")
@@ -109,9 +116,13 @@ def test_input_kinds_give_identical_results(yolo26n: YOLOModel, tmp_path: Path) 
     Image.fromarray(rgb).save(tmp_path / "x.png")
     tensor = torch.from_numpy(rgb).permute(2, 0, 1).contiguous()
     pil = Image.fromarray(rgb)
-    kinds = [tmp_path / "x.png", str(tmp_path / "x.png"), rgb, tensor, pil, tensor[None]]
-    results = predict(yolo26n, kinds, imgsz=IMGSZ) + predict(yolo26n, tensor[None], imgsz=IMGSZ)
-    assert len(results) == 7
+    bgr = np.ascontiguousarray(rgb[..., ::-1])  # a numpy array is BGR, as OpenCV gives it
+    unit = tensor.float() / 255  # a floating-point tensor is RGB in [0, 1]
+    kinds = [tmp_path / "x.png", str(tmp_path / "x.png"), bgr, tensor, pil, tensor[None], unit, unit[None]]
+    results = predict_detections(yolo26n, kinds, imgsz=IMGSZ) + predict_detections(
+        yolo26n, tensor[None], imgsz=IMGSZ
+    )
+    assert len(results) == 9
     for det in results[1:]:
         assert torch.equal(det.boxes, results[0].boxes) and torch.equal(det.scores, results[0].scores)
 
@@ -150,7 +161,7 @@ def test_task_outputs_come_back_in_original_pixels(task: str, options: dict[str,
         for seq in model.head.cv3:
             seq[-1].bias.zero_()
     image = np.random.default_rng(1).integers(0, 256, (100, 70, 3), dtype=np.uint8)
-    (det,) = predict(model, image, imgsz=IMGSZ, max_det=20)
+    (det,) = predict_detections(model, image, imgsz=IMGSZ, max_det=20)
     assert 0 < len(det) <= 20
     if task == "segment":
         assert (
@@ -229,7 +240,7 @@ def test_predict_with_imported_reference_checkpoints_matches_fixture(shared_dir:
         model, _ = import_checkpoint(shared_dir / fx["checkpoint"]["file"])
         for case in fx["cases"].values():
             args, ref = case["predict_args"], case["pred"]
-            (det,) = predict(
+            (det,) = predict_detections(
                 model, shared_dir / case["image"], imgsz=args["imgsz"], conf=args["conf"], iou=args["iou"]
             )
             assert len(det) == case["num_pred"], fixture_path.name
@@ -272,15 +283,15 @@ def test_predict_classes_and_agnostic_nms(fixed_columns: YOLOModel) -> None:
     """classes= keeps exactly the listed classes' detections; agnostic_nms lets the class-0 box suppress the
     overlapping class-1 one, and a filtered-out class suppresses nothing."""
     image = np.zeros((IMGSZ, IMGSZ, 3), dtype=np.uint8)
-    (plain,) = predict(fixed_columns, image, imgsz=IMGSZ)
+    (plain,) = predict_detections(fixed_columns, image, imgsz=IMGSZ)
     assert plain.labels.tolist() == [0, 1, 2, 0]
-    (only,) = predict(fixed_columns, image, imgsz=IMGSZ, classes=[1, 2])
+    (only,) = predict_detections(fixed_columns, image, imgsz=IMGSZ, classes=[1, 2])
     assert torch.equal(only.boxes, plain.boxes[1:3]) and only.labels.tolist() == [1, 2]
-    (agnostic,) = predict(fixed_columns, image, imgsz=IMGSZ, agnostic_nms=True)
+    (agnostic,) = predict_detections(fixed_columns, image, imgsz=IMGSZ, agnostic_nms=True)
     assert agnostic.labels.tolist() == [0, 2, 0]
-    (agnostic1,) = predict(fixed_columns, image, imgsz=IMGSZ, agnostic_nms=True, classes=[1])
+    (agnostic1,) = predict_detections(fixed_columns, image, imgsz=IMGSZ, agnostic_nms=True, classes=[1])
     assert agnostic1.labels.tolist() == [1]
-    (capped,) = predict(fixed_columns, image, imgsz=IMGSZ, classes=[0], max_det=1)
+    (capped,) = predict_detections(fixed_columns, image, imgsz=IMGSZ, classes=[0], max_det=1)
     assert capped.scores.tolist() == pytest.approx([0.9])
     with pytest.raises(ValueError, match=r"classes: \[3\] not a class id"):
         predict(fixed_columns, image, imgsz=IMGSZ, classes=[3])
@@ -320,3 +331,151 @@ def test_cli_classes_and_agnostic_nms(
     assert main([*base, "--classes", "0", "7"]) == 2
     err = capsys.readouterr().err
     assert "--classes 0 7" in err and "[7] not a class id" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# lucid-predict on videos, lists and streams: outputs, the error table, Ctrl-C
+
+
+@pytest.fixture()
+def tiny_weights(tmp_path: Path) -> Path:
+    """yolov8n detect (class biases at 0: a random network reports boxes) saved as lucid-core weights at 64 px."""
+    torch.manual_seed(0)
+    model = build_model("yolov8", "detect", "n", num_classes=3)
+    with torch.no_grad():
+        for seq in model.head.cv3:
+            seq[-1].bias.zero_()
+    save_model(model.eval(), tmp_path / "w", names=["a", "b", "c"], imgsz=64)
+    return tmp_path / "w"
+
+
+def _cli(weights: Path, source: object, out: Path, *flags: str) -> int:
+    return main(["--weights", str(weights), "--source", str(source), "--output", str(out), *flags])
+
+
+def test_cli_writes_annotated_video_jsonl_labels_and_crops(
+    tiny_weights: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    cv2 = pytest.importorskip("cv2")
+    from media_testing import write_video
+
+    video = write_video(tmp_path / "clip.mp4", 10, size_wh=(80, 60), fps=12.0)
+    image = tmp_path / "still.png"
+    Image.fromarray(np.full((50, 70, 3), 90, np.uint8)).save(image)
+    listing = tmp_path / "sources.txt"
+    listing.write_text(f"{image.name}\n{video.name}\n")
+    out = tmp_path / "out"
+    flags = ("--save", "--save-json", "--save-txt", "--save-crop", "--conf", "0.0", "--max-det", "2")
+    assert _cli(tiny_weights, listing, out, *flags, "--batch", "4") == 0
+    err = capsys.readouterr().err
+    assert "1/1 image(s) and 10 video/stream frame(s) written to" in err and "frames/s" in err
+    capture = cv2.VideoCapture(str(out / "clip.mp4"))  # playable, the source's size and frame rate
+    assert capture.get(cv2.CAP_PROP_FPS) == pytest.approx(12.0)
+    assert (capture.get(cv2.CAP_PROP_FRAME_WIDTH), capture.get(cv2.CAP_PROP_FRAME_HEIGHT)) == (80, 60)
+    assert sum(1 for _ in iter(lambda: capture.read()[0], False)) == 10
+    assert cv2.imread(str(out / "still.png")).shape == (50, 70, 3)
+    lines = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert [(Path(r["image"]).name, r["frame"]) for r in lines] == [("still.png", None)] + [
+        ("clip.mp4", k) for k in range(10)
+    ]
+    assert all(r["num_detections"] == len(r["detections"]) == 2 and r["imgsz"] == 64 for r in lines)
+    labels = sorted(p.name for p in (out / "labels").iterdir())
+    assert labels == sorted(["still.txt", *(f"clip_{k}.txt" for k in range(10))])
+    assert all(len(p.read_text().splitlines()) == 2 for p in (out / "labels").iterdir())
+    assert {p.parent.name for p in (out / "crops").rglob("*.jpg")} <= {"a", "b", "c"}
+    assert not (out / "still.png.json").exists()  # output flags replace the default JSON files
+    # by default: the image's JSON as before, one JSONL line per frame of the video
+    assert _cli(tiny_weights, listing, tmp_path / "plain", "--vid-stride", "3", "--max-frames", "3") == 0
+    assert sorted(p.name for p in (tmp_path / "plain").iterdir()) == ["clip.jsonl", "still.png.json"]
+    frames = [
+        json.loads(line)["frame"] for line in (tmp_path / "plain" / "clip.jsonl").read_text().splitlines()
+    ]
+    assert frames == [0, 3]  # the image and two frames: --max-frames 3
+
+
+def test_cli_error_table_one_line_each_and_the_summary_counts(
+    tiny_weights: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("cv2")
+    from media_testing import corrupt_mjpeg_frame, write_video
+
+    video = write_video(tmp_path / "clip.avi", 20, fourcc="MJPG")
+    corrupt_mjpeg_frame(video, 7)
+    Image.fromarray(np.full((40, 40, 3), 60, np.uint8)).save(tmp_path / "good.png")
+    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg")
+    (tmp_path / "notes.doc").write_text("x")
+    listing = tmp_path / "list.txt"
+    listing.write_text("missing.jpg\nbroken.jpg\nnotes.doc\nclip.avi\ngood.png\n")
+    assert _cli(tiny_weights, listing, tmp_path / "out") == 0
+    err = capsys.readouterr().err.splitlines()
+    skipped = [line for line in err if line.startswith("lucid-predict: skipped")]
+    assert len(skipped) == 4
+    assert f"{tmp_path / 'missing.jpg'}: no such file or folder" in skipped[0]
+    assert f"{tmp_path / 'broken.jpg'}: cannot decode image" in skipped[1]
+    assert f"{tmp_path / 'notes.doc'}: unsupported extension .doc" in skipped[2]
+    assert f"{video} frame 7: cannot decode frame" in skipped[3]
+    summary = err[-1]
+    assert "1/2 image(s) and 19 video/stream frame(s)" in summary
+    assert "skipped 4: 1 missing, 1 unreadable, 1 unsupported, 1 corrupt frame" in summary
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["clip.jsonl", "good.png.json"]
+    assert len((out / "clip.jsonl").read_text().splitlines()) == 19
+    # nothing readable: exit status 1; a source that names nothing: 2, as before
+    listing.write_text("missing.jpg\nnotes.doc\n")
+    assert _cli(tiny_weights, listing, tmp_path / "none") == 1
+    assert _cli(tiny_weights, tmp_path / "absent", tmp_path / "none") == 2
+    assert "--source" in capsys.readouterr().err
+    assert _cli(tiny_weights, video, tmp_path / "none", "--batch", "0") == 2
+
+
+def test_cli_a_stream_that_drops_is_reported_and_the_run_ends(
+    tiny_weights: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("cv2")
+    from lucid_core.sources import video as video_module
+    from media_testing import MediaServer, frame_pixels, jpeg, media_server
+
+    monkeypatch.setattr(video_module, "RECONNECT_DELAYS_S", (0.05, 0.05))
+    frames = [jpeg(frame_pixels(i, (64, 48))) for i in range(8)]
+    with media_server(MediaServer(image=b"", frames=frames, interval=0.02)) as server:
+        url = server.url("stream.mjpg")
+        assert _cli(tiny_weights, url, tmp_path / "out", "--save") == 0
+    err = capsys.readouterr().err
+    assert f"lucid-predict: skipped {url} frame" in err and "stream dropped; reconnecting" in err
+    assert "stream did not come back after 2 tries" in err
+    assert "skipped 2: 1 dropped, 1 stream lost" in err
+    assert (tmp_path / "out" / "stream.mp4").is_file()
+
+
+def test_ctrl_c_closes_the_video_and_the_jsonl_cleanly(
+    tiny_weights: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KeyboardInterrupt in the middle of a video (in the sixth forward pass) stops the run: the annotated
+    video holds the five frames done and plays, every JSONL line is complete, the exit status is 130."""
+    import json
+
+    cv2 = pytest.importorskip("cv2")
+    from lucid_core import inference
+    from media_testing import write_video
+
+    video = write_video(tmp_path / "clip.mp4", 40)
+    real_forward = inference.forward_for_decode
+    calls = {"n": 0}
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 6:
+            raise KeyboardInterrupt
+        return real_forward(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "forward_for_decode", interrupted)
+    out = tmp_path / "out"
+    assert _cli(tiny_weights, video, out, "--save", "--save-json") == 130
+    assert "interrupted (Ctrl-C)" in capsys.readouterr().err
+    capture = cv2.VideoCapture(str(out / "clip.mp4"))
+    assert capture.isOpened() and sum(1 for _ in iter(lambda: capture.read()[0], False)) == 5
+    lines = (out / "predictions.jsonl").read_text().splitlines()
+    assert [json.loads(line)["frame"] for line in lines] == [0, 1, 2, 3, 4]
+    assert not list(out.glob(".*partial*"))

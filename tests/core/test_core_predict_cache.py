@@ -13,6 +13,7 @@ from lucid_core import inference as predict_module
 from lucid_core.checkpoint import CheckpointError, save_model
 from lucid_core.inference import cached_inference_model, parameter_signature, predict
 from lucid_core.models import build_model
+from lucid_core.results import Results
 
 
 def _image() -> torch.Tensor:
@@ -47,7 +48,7 @@ def test_cached_predictions_equal_a_fresh_preparation() -> None:
     image = _image()
     (warm,) = predict(model, image, imgsz=64, conf=0.0)
     (again,) = predict(model, image, imgsz=64, conf=0.0)
-    torch.testing.assert_close(again.boxes, warm.boxes, rtol=0, atol=0)
+    torch.testing.assert_close(again.detections.boxes, warm.detections.boxes, rtol=0, atol=0)
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(1.01)
@@ -55,8 +56,8 @@ def test_cached_predictions_equal_a_fresh_preparation() -> None:
     fresh = build_model("yolov8", "detect", "n", num_classes=3).eval()
     fresh.load_state_dict(model.state_dict())
     (reference,) = predict(fresh, image, imgsz=64, conf=0.0)
-    torch.testing.assert_close(changed.boxes, reference.boxes, rtol=0, atol=0)
-    torch.testing.assert_close(changed.scores, reference.scores, rtol=0, atol=0)
+    torch.testing.assert_close(changed.detections.boxes, reference.detections.boxes, rtol=0, atol=0)
+    torch.testing.assert_close(changed.detections.scores, reference.detections.scores, rtol=0, atol=0)
 
 
 def test_replacing_a_parameter_or_a_submodule_changes_the_signature() -> None:
@@ -118,9 +119,9 @@ def _setup(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], torch.Tensor, to
     return _counting_loads(monkeypatch), _image(), build_model("yolov8", "detect", "n", num_classes=3).eval()
 
 
-def _assert_same_detections(a: object, b: object) -> None:
-    torch.testing.assert_close(a.boxes, b.boxes, rtol=0, atol=0)  # type: ignore[attr-defined]
-    torch.testing.assert_close(a.scores, b.scores, rtol=0, atol=0)  # type: ignore[attr-defined]
+def _assert_same_detections(a: Results, b: Results) -> None:
+    torch.testing.assert_close(a.detections.boxes, b.detections.boxes, rtol=0, atol=0)
+    torch.testing.assert_close(a.detections.scores, b.detections.scores, rtol=0, atol=0)
 
 
 def test_a_checkpoint_path_is_read_once_while_its_files_are_unchanged(

@@ -69,7 +69,7 @@ def test_core_wheel_imports_in_fresh_venv(core_wheel: Path, tmp_path: Path) -> N
         "from lucid_core.models import build_model\n"
         "from lucid_core.inference import predict\n"
         "model = build_model('yolo26', 'detect', 'n', num_classes=3)\n"
-        "(det,) = predict(model, [np.full((50, 70, 3), 114, np.uint8)], imgsz=64, conf=0.0)\n"
+        "det = predict(model, [np.full((50, 70, 3), 114, np.uint8)], imgsz=64, conf=0.0)[0].detections\n"
         "assert det.boxes.shape[1] == 4 and bool((det.boxes[:, 2] <= 70).all())\n"
         "bad = [m for m in ('lightning', 'matplotlib', 'pycocotools', 'faster_coco_eval') if m in sys.modules]\n"
         "assert not bad, bad\n"

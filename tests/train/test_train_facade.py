@@ -107,13 +107,15 @@ def test_predict_returns_detections_and_writes_lucid_predicts_json(shapes_yaml: 
         facade = json.loads((tmp_path / "facade" / f"{file.name}.json").read_text())
         assert facade == json.loads((tmp_path / "cli" / f"{file.name}.json").read_text())
         np.testing.assert_allclose(
-            [d["box"] for d in facade["detections"]], detections[files.index(file)].boxes.numpy(), atol=1e-5
+            [d["box"] for d in facade["detections"]],
+            detections[files.index(file)].detections.boxes.numpy(),
+            atol=1e-5,
         )
 
 
 def _count_loads_prepares_and_inferences(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counters of checkpoint reads, prepared (fused) copies and per-image inferences, whichever module calls
-    them (lucid_core.inference or lucid-predict's lucid_core.predict_cli)."""
+    """Counters of checkpoint reads, prepared (fused) copies and per-image inferences (forward passes), whichever
+    module calls them (lucid_core.inference or lucid-predict's lucid_core.predict_cli)."""
     import importlib
 
     from lucid_core import checkpoint
@@ -131,9 +133,11 @@ def _count_loads_prepares_and_inferences(monkeypatch: pytest.MonkeyPatch) -> dic
 
     for kind, reader in list(checkpoint._READERS.items()):
         monkeypatch.setitem(checkpoint._READERS, kind, counted("load", reader))
-    originals = {name: getattr(predicting, name) for name in ("prepare_inference_model", "predict_prepared")}
+    originals = {
+        name: getattr(predicting, name) for name in ("prepare_inference_model", "forward_for_decode")
+    }
     for module in (predicting, predict_cli):
-        for attribute, name in (("prepare_inference_model", "prepare"), ("predict_prepared", "infer")):
+        for attribute, name in (("prepare_inference_model", "prepare"), ("forward_for_decode", "infer")):
             if hasattr(module, attribute):
                 monkeypatch.setattr(module, attribute, counted(name, originals[attribute]))
     return calls
@@ -157,9 +161,10 @@ def test_repeated_predict_calls_load_and_prepare_the_weights_once(
     runs = [model.predict(image, conf=0.0, max_det=5) for _ in range(3)]
     assert (calls["load"], calls["prepare"]) == (1, 1)
     (expected,) = predict(load(tmp_path / "w").model, image, imgsz=96, conf=0.0, max_det=5)
-    for (det,) in runs:
-        np.testing.assert_array_equal(det.boxes.numpy(), expected.boxes.numpy())
-        np.testing.assert_array_equal(det.scores.numpy(), expected.scores.numpy())
+    for (result,) in runs:
+        det = result.detections
+        np.testing.assert_array_equal(det.boxes.numpy(), expected.detections.boxes.numpy())
+        np.testing.assert_array_equal(det.scores.numpy(), expected.detections.scores.numpy())
 
 
 def test_predict_with_output_loads_prepares_and_infers_once(
@@ -189,7 +194,9 @@ def test_predict_with_output_loads_prepares_and_infers_once(
             "y",
             "z",
         }
-        np.testing.assert_allclose([d["score"] for d in written["detections"]], det.scores.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(
+            [d["score"] for d in written["detections"]], det.detections.scores.numpy(), rtol=1e-6
+        )
     model.predict(images, output=tmp_path / "again", conf=0.0, max_det=3)
     assert calls == {"load": 1, "prepare": 1, "infer": 2 * len(files)}
 
@@ -266,11 +273,11 @@ def test_predict_classes_and_agnostic_nms_reach_predict_and_lucid_predict(
     images = shapes_yaml.parent / "images" / "val"
     model = YOLO("yolov8n")
     plain = model.predict(images, imgsz=TINY_IMGSZ, conf=0.0, max_det=5)
-    seen = int(plain[0].labels[0])  # a class the (random) network does report
+    seen = int(plain[0].detections.labels[0])  # a class the (random) network does report
     options = {"imgsz": TINY_IMGSZ, "conf": 0.0, "max_det": 5, "classes": [seen], "agnostic_nms": True}
     detections = model.predict(images, output=tmp_path / "facade", **options)  # type: ignore[arg-type]
-    assert all(set(d.labels.tolist()) == {seen} for d in detections if len(d))
+    assert all(set(d.detections.labels.tolist()) == {seen} for d in detections if len(d))
     assert len(detections[0]) > 0
     for file, det in zip(sorted(p for p in images.iterdir() if p.is_file()), detections, strict=True):
         written = json.loads((tmp_path / "facade" / f"{file.name}.json").read_text())["detections"]
-        assert [d["label"] for d in written] == det.labels.tolist()
+        assert [d["label"] for d in written] == det.detections.labels.tolist()

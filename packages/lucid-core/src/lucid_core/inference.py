@@ -1,36 +1,38 @@
-"""``predict``: images in, :class:`~lucid_core.results.Detections` in original-image pixels out.
+"""``predict``: any source in, one :class:`~lucid_core.results.Results` per image or frame out, in original pixels.
 
-Pipeline per image: decode to RGB uint8 (files through ``torchvision.io.decode_image(mode=RGB,
-apply_exif_orientation=True)``, so EXIF orientation is honoured and grayscale/RGBA/palette files become RGB),
-letterbox to ``imgsz`` with ``auto=True`` (minimum stride-multiple rectangle, as the reference predictor does —
-shared/fixtures/README.md "Input pipeline"), ``/255`` in float32, forward through the model (BN folded for
-inference), decode (:func:`lucid_core.postprocess`), then undo the letterbox with per-axis gains
-(boxes and keypoints clipped to the image; rotated boxes not clipped; masks cropped and resized).
+Pipeline per frame: the source's frames (:mod:`lucid_core.sources`: files decoded by
+``torchvision.io.decode_image(mode=RGB, apply_exif_orientation=True)``, videos and streams by OpenCV, in a
+background thread), letterbox to ``imgsz`` with ``auto=True`` (minimum stride-multiple rectangle, as the reference
+predictor does — shared/fixtures/README.md "Input pipeline"), ``/255`` in float32, forward through the model (BN
+folded for inference; ``batch`` frames at once), decode (:func:`lucid_core.postprocess`), then undo the letterbox
+with per-axis gains (boxes and keypoints clipped to the image; rotated boxes not clipped; masks cropped and
+resized).
 
 Decoding: class-aware NMS for every family by default; for end-to-end models (yolo26) that is the one-to-many
 branch + NMS, the reference's default, and ``decode="topk"`` selects the NMS-free one-to-one branch.
 
 A checkpoint path is read once while its files are unchanged (:func:`weights_for_predict`), and a model is
 BN-folded once until its weights change (:func:`cached_inference_model`), so ``predict`` in a loop pays neither
-again. Nothing here changes process-wide state (malloc policy, threads, warning filters).
+again. :func:`predict_prepared` is the list-of-images core that evaluation and tiling use (``Detections`` out).
+Nothing here changes process-wide state (malloc policy, threads, warning filters).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import threading
-import warnings
+import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torchvision.io import ImageReadMode, decode_image
 
 from lucid_core.checkpoint import load, source_files
 from lucid_core.decode import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
@@ -38,34 +40,45 @@ from lucid_core.decode.selection import class_filter
 from lucid_core.geometry.letterbox import (
     LetterboxInfo,
     letterbox,
+    letterbox_geometry,
     scale_boxes_back,
     scale_keypoints_back,
     scale_masks_back,
     scale_rboxes_back,
 )
+from lucid_core.geometry.resize import resize_bilinear_uint8
 from lucid_core.geometry.rotated import rboxes_to_xyxy
 from lucid_core.models import TrainOutput, YOLOModel
 from lucid_core.nn.fuse import fuse_model
 from lucid_core.postprocess import postprocess
-from lucid_core.results import Detections
+from lucid_core.results import Detections, Results
+from lucid_core.sources import IMAGE_SUFFIXES, Frame, FrameReader, ImageLoadError, SourceError, load_image_rgb
+
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "LOADED_PATHS_KEPT",
+    "DecodeChoice",
+    "ImageInput",
+    "ImageLoadError",
+    "as_rgb_tensor",
+    "cached_inference_model",
+    "checkpoint_for_predict",
+    "decode_branch",
+    "forward_for_decode",
+    "letterbox_frame",
+    "list_image_files",
+    "load_image_rgb",
+    "parameter_signature",
+    "predict",
+    "predict_frame_pairs",
+    "predict_frames",
+    "predict_prepared",
+    "prepare_inference_model",
+    "weights_for_predict",
+]
 
 ImageInput = str | os.PathLike[str] | np.ndarray[Any, Any] | Tensor | Any
 DecodeChoice = Literal["nms", "topk"] | None
-
-
-class ImageLoadError(ValueError):
-    """An image could not be read or has an unsupported layout; the message names the source."""
-
-
-def load_image_rgb(path: str | os.PathLike[str]) -> Tensor:
-    """Decode an image file to an RGB uint8 CHW tensor with EXIF orientation applied."""
-    try:
-        with warnings.catch_warnings():  # torchvision >= 0.29 announces a future move to torchcodec
-            warnings.simplefilter("ignore", DeprecationWarning)
-            image: Tensor = decode_image(str(path), mode=ImageReadMode.RGB, apply_exif_orientation=True)
-    except (RuntimeError, ValueError, OSError) as exc:
-        raise ImageLoadError(f"{path}: cannot decode image ({exc})") from exc
-    return image
 
 
 def _to_rgb_chw(image: Tensor, source: str) -> Tensor:
@@ -244,7 +257,7 @@ def cached_inference_model(
 #: How many checkpoint paths :func:`weights_for_predict` keeps loaded (the most recently used ones).
 LOADED_PATHS_KEPT = 2
 _FileIdentity = tuple[tuple[str, int, int, int, int] | None, ...]
-_LOADED: OrderedDict[str, tuple[_FileIdentity, YOLOModel]] = OrderedDict()
+_LOADED: OrderedDict[str, tuple[_FileIdentity, YOLOModel, list[str]]] = OrderedDict()
 _LOADED_LOCK = threading.Lock()
 
 
@@ -265,13 +278,14 @@ def _file_identity(path: str | os.PathLike[str]) -> _FileIdentity:
     return tuple(identity)
 
 
-def weights_for_predict(path: str | os.PathLike[str]) -> YOLOModel:
-    """The model :func:`lucid_core.load` reads from ``path``, read once while its files are unchanged.
+def checkpoint_for_predict(path: str | os.PathLike[str]) -> tuple[YOLOModel, list[str]]:
+    """The model and class names :func:`lucid_core.load` reads from ``path``, read once while its files are
+    unchanged.
 
-    The loaded model is kept, keyed by the resolved path and the files' identity (:func:`_file_identity`), for the
+    Kept, keyed by the resolved path and the files' identity (:func:`_file_identity`), for the
     :data:`LOADED_PATHS_KEPT` most recently used paths; a file that changed is read again, and errors are raised
     (and nothing kept) exactly as ``load`` raises them. The kept model is private to ``predict``: it is never
-    returned to the caller, so nothing can modify it.
+    returned to a caller of ``predict``, so nothing can modify it.
     """
     key = str(Path(path).resolve())
     identity = _file_identity(path)
@@ -279,15 +293,21 @@ def weights_for_predict(path: str | os.PathLike[str]) -> YOLOModel:
         entry = _LOADED.get(key)
         if entry is not None and entry[0] == identity:
             _LOADED.move_to_end(key)
-            return entry[1]
-    model = load(path).model
+            return entry[1], entry[2]
+    checkpoint = load(path)
+    model, names = checkpoint.model, list(checkpoint.names)
     if _file_identity(path) == identity:  # unchanged while it was read: safe to keep
         with _LOADED_LOCK:
-            _LOADED[key] = (identity, model)
+            _LOADED[key] = (identity, model, names)
             _LOADED.move_to_end(key)
             while len(_LOADED) > LOADED_PATHS_KEPT:
                 _LOADED.popitem(last=False)
-    return model
+    return model, names
+
+
+def weights_for_predict(path: str | os.PathLike[str]) -> YOLOModel:
+    """The model of :func:`checkpoint_for_predict` (read once while the files at ``path`` are unchanged)."""
+    return checkpoint_for_predict(path)[0]
 
 
 def _to_original(det: Detections, info: LetterboxInfo, *, masks_in_original: bool = False) -> Detections:
@@ -295,6 +315,7 @@ def _to_original(det: Detections, info: LetterboxInfo, *, masks_in_original: boo
         boxes=scale_boxes_back(det.boxes, info),
         scores=det.scores,
         labels=det.labels,
+        probs=det.probs,  # image-level: no pixel frame
     )
     if det.rboxes is not None:
         out.rboxes = scale_rboxes_back(det.rboxes, info)
@@ -308,9 +329,53 @@ def _to_original(det: Detections, info: LetterboxInfo, *, masks_in_original: boo
     return out
 
 
+@overload
 def predict(
     model_or_path: YOLOModel | str | os.PathLike[str],
-    images: ImageInput | Sequence[ImageInput],
+    source: Any,
+    imgsz: int | tuple[int, int] = ...,
+    conf: float = ...,
+    iou: float = ...,
+    max_det: int = ...,
+    device: str | torch.device | None = ...,
+    decode: DecodeChoice = ...,
+    retina_masks: bool = ...,
+    classes: Sequence[int] | None = ...,
+    agnostic_nms: bool = ...,
+    *,
+    stream: Literal[False] = ...,
+    batch: int = ...,
+    vid_stride: int = ...,
+    names: Sequence[str] | None = ...,
+    on_error: Callable[[SourceError], None] | None = ...,
+) -> list[Results]: ...
+
+
+@overload
+def predict(
+    model_or_path: YOLOModel | str | os.PathLike[str],
+    source: Any,
+    imgsz: int | tuple[int, int] = ...,
+    conf: float = ...,
+    iou: float = ...,
+    max_det: int = ...,
+    device: str | torch.device | None = ...,
+    decode: DecodeChoice = ...,
+    retina_masks: bool = ...,
+    classes: Sequence[int] | None = ...,
+    agnostic_nms: bool = ...,
+    *,
+    stream: Literal[True],
+    batch: int = ...,
+    vid_stride: int = ...,
+    names: Sequence[str] | None = ...,
+    on_error: Callable[[SourceError], None] | None = ...,
+) -> Iterator[Results]: ...
+
+
+def predict(
+    model_or_path: YOLOModel | str | os.PathLike[str],
+    source: Any,
     imgsz: int | tuple[int, int] = 640,
     conf: float = PREDICT_CONF,
     iou: float = DEFAULT_IOU,
@@ -320,40 +385,67 @@ def predict(
     retina_masks: bool = False,
     classes: Sequence[int] | None = None,
     agnostic_nms: bool = False,
-) -> list[Detections]:
-    """Detect objects in ``images``; one :class:`Detections` per image, in original-image pixels, on the CPU.
+    *,
+    stream: bool = False,
+    batch: int = 1,
+    vid_stride: int = 1,
+    names: Sequence[str] | None = None,
+    on_error: Callable[[SourceError], None] | None = None,
+) -> list[Results] | Iterator[Results]:
+    """Detect objects in every image or frame of ``source``: one :class:`~lucid_core.results.Results` each, in
+    original-image pixels, on the CPU.
 
     ``model_or_path``: a :class:`YOLOModel` (left untouched: a fused copy is used) or anything
     :func:`lucid_core.load` reads (lucid-core weights or a reference ``.pt``), read again only when its files
-    change (:func:`weights_for_predict`). ``images``: one image or a list
-    (paths, PIL images, HWC uint8 RGB arrays, CHW uint8 tensors, or a BCHW uint8 tensor). ``decode``: ``None`` = ``"nms"`` (for YOLO26 its one-to-many branch + NMS, the reference's default), or ``"topk"``
-    (YOLO26's NMS-free one-to-one branch).
-    ``retina_masks``: segment masks computed at the original resolution (the reference's ``retina_masks=True``)
-    instead of at the input size and then resized (fixture README "import_yolo26n-seg-shapes.pt").
+    change (:func:`weights_for_predict`). ``source``: anything :func:`lucid_core.sources.expand_source` takes —
+    image files, folders, globs, ``.txt`` lists, image URLs, video files, stream URLs, camera indices, numpy
+    arrays (**BGR**, as OpenCV gives them), PIL images, CHW/BCHW tensors (RGB, uint8 or 0–1), or a list of these;
+    videos and streams need the ``video`` extra (OpenCV).
+
+    ``stream=False`` returns a list; ``stream=True`` a generator that decodes ahead in a background thread and
+    keeps nothing once a result is handed out, so memory stays flat over any length of video or stream.
+    ``batch``: frames per forward pass (consecutive frames whose letterboxed size is equal); ``vid_stride``: every
+    n-th frame of videos and streams. ``names``: class names of the results (default: the checkpoint's, or the
+    class indices). A source that cannot be read raises its :class:`~lucid_core.sources.SourceError`, or with
+    ``on_error`` is handed to it and skipped.
+
+    ``decode``: ``None`` = ``"nms"`` (for YOLO26 its one-to-many branch + NMS, the reference's default), or
+    ``"topk"`` (YOLO26's NMS-free one-to-one branch). ``retina_masks``: segment masks computed at the original
+    resolution (the reference's ``retina_masks=True``) instead of at the input size and then resized.
     ``classes``: keep only these class ids (filtered before NMS and ``max_det``, as the reference's ``classes=``);
-    ``agnostic_nms``: class-agnostic NMS (top-k: one class per anchor), the reference's ``agnostic_nms=``. Both
-    decoders follow the reference's results for these two arguments (measured black-box, docs/INFERENCE.md).
+    ``agnostic_nms``: class-agnostic NMS (top-k: one class per anchor), the reference's ``agnostic_nms=``.
 
     Process-wide state is left alone. A program calling ``predict`` in a loop can opt in to the malloc policy
-    ``lucid-predict`` uses by calling :func:`lucid_core.allocator.tune_glibc_malloc` once (fewer page faults per
-    call; the process then keeps its peak heap).
+    ``lucid-predict`` uses by calling :func:`lucid_core.allocator.tune_glibc_malloc` once.
     """
     if isinstance(model_or_path, str | os.PathLike):
-        model = weights_for_predict(model_or_path)
+        model, stored_names = checkpoint_for_predict(model_or_path)
     elif isinstance(model_or_path, YOLOModel):
-        model = model_or_path
+        model, stored_names = model_or_path, None
     else:
         raise TypeError(
             f"predict: expected a YOLOModel or a checkpoint path, got {type(model_or_path).__name__}"
         )
+    if int(batch) < 1:
+        raise ValueError(f"predict: batch must be a positive integer, got {batch}")
     if device is None:
         first = next(model.parameters(), None)
         device = first.device if first is not None else torch.device("cpu")
     net, mode = cached_inference_model(model, decode=decode, device=device)
-    return predict_prepared(
+    class_filter(classes, net.num_classes, torch.device("cpu"))  # a bad list fails before any image is read
+    label_names = list(names or stored_names or [str(i) for i in range(net.num_classes)])
+    reader = FrameReader(
+        source,
+        vid_stride=vid_stride,
+        depth=max(2, 2 * int(batch)),
+        live_capacity=max(2, int(batch)),
+        on_error=on_error,
+    )
+    results = predict_frames(
         net,
-        images,
+        reader,
         mode=mode,
+        names=label_names,
         imgsz=imgsz,
         conf=conf,
         iou=iou,
@@ -362,7 +454,208 @@ def predict(
         retina_masks=retina_masks,
         classes=classes,
         agnostic_nms=agnostic_nms,
+        batch=int(batch),
     )
+    return _closing(results, reader) if stream else list(_closing(results, reader))
+
+
+def _closing(results: Iterator[Results], reader: FrameReader) -> Iterator[Results]:
+    """``results``, closing ``reader`` when the generator ends, fails or is closed."""
+    try:
+        yield from results
+    finally:
+        reader.close()
+
+
+_Pending = tuple[Frame, Tensor, LetterboxInfo, float]
+
+
+def _resize_hwc(image: np.ndarray, size_wh: tuple[int, int]) -> np.ndarray:
+    """``cv2.resize(image, size_wh, INTER_LINEAR)`` of an H×W×C uint8 array: OpenCV's when installed, else
+    :func:`~lucid_core.geometry.resize.resize_bilinear_uint8`, which equals it bit for bit (test_core_resize)."""
+    try:
+        import cv2  # the `video` extra; without it the torch re-implementation gives the same pixels
+    except ImportError:
+        chw = torch.from_numpy(image).permute(2, 0, 1)
+        return resize_bilinear_uint8(chw, size_wh).permute(1, 2, 0).numpy()
+    resized: np.ndarray = cv2.resize(image, size_wh, interpolation=cv2.INTER_LINEAR)
+    return resized if resized.ndim == 3 else resized[:, :, None]
+
+
+def letterbox_frame(
+    image: np.ndarray, imgsz: int | tuple[int, int], *, stride: int = 32, fill: int = 114
+) -> tuple[Tensor, LetterboxInfo]:
+    """The letterboxed network input of a BGR H×W×3 frame as an RGB H×W×3 uint8 tensor (``auto=True``).
+
+    Its pixels are exactly those :func:`~lucid_core.geometry.letterbox.letterbox` gives for the RGB image (the
+    resize works per channel, so resizing before swapping the channels changes nothing); laid out H×W×C, a batch
+    of them is already in the channels-last memory format the CPU model reads.
+    """
+    h, w = int(image.shape[0]), int(image.shape[1])
+    info = letterbox_geometry((h, w), imgsz, auto=True, stride=stride)
+    new_w, new_h = info.new_unpad_wh
+    out = np.full((*info.input_hw, 3), fill, dtype=np.uint8)
+    inner = out[info.top : info.top + new_h, info.left : info.left + new_w]
+    inner[...] = (image if (new_w, new_h) == (w, h) else _resize_hwc(image, (new_w, new_h)))[..., ::-1]
+    return torch.from_numpy(out), info
+
+
+def predict_frames(
+    net: YOLOModel,
+    frames: Iterable[Frame],
+    *,
+    mode: Literal["nms", "topk"],
+    names: Sequence[str],
+    imgsz: int | tuple[int, int] = 640,
+    conf: float = PREDICT_CONF,
+    iou: float = DEFAULT_IOU,
+    max_det: int = DEFAULT_MAX_DET,
+    device: str | torch.device = "cpu",
+    retina_masks: bool = False,
+    classes: Sequence[int] | None = None,
+    agnostic_nms: bool = False,
+    batch: int = 1,
+) -> Iterator[Results]:
+    """The streaming core of :func:`predict`: one :class:`Results` per frame of ``frames`` (BGR
+    :class:`~lucid_core.sources.Frame` objects), with a model made ready by :func:`prepare_inference_model`.
+
+    Up to ``batch`` consecutive frames of equal letterboxed size share one forward pass; a frame is handed out
+    as soon as its batch is done, and nothing is kept after.
+    """
+    pairs = predict_frame_pairs(
+        net,
+        frames,
+        mode=mode,
+        names=names,
+        imgsz=imgsz,
+        conf=conf,
+        iou=iou,
+        max_det=max_det,
+        device=device,
+        retina_masks=retina_masks,
+        classes=classes,
+        agnostic_nms=agnostic_nms,
+        batch=batch,
+    )
+    try:
+        for _, result in pairs:
+            yield result
+    finally:
+        pairs.close()
+
+
+def predict_frame_pairs(
+    net: YOLOModel,
+    frames: Iterable[Frame],
+    *,
+    mode: Literal["nms", "topk"],
+    names: Sequence[str],
+    imgsz: int | tuple[int, int] = 640,
+    conf: float = PREDICT_CONF,
+    iou: float = DEFAULT_IOU,
+    max_det: int = DEFAULT_MAX_DET,
+    device: str | torch.device = "cpu",
+    retina_masks: bool = False,
+    classes: Sequence[int] | None = None,
+    agnostic_nms: bool = False,
+    batch: int = 1,
+) -> Generator[tuple[Frame, Results], None, None]:
+    """:func:`predict_frames` yielding each frame with its result (for writers that need the frame's source)."""
+    stride = max(net.strides)
+    memory_format = torch.channels_last if _wants_channels_last(net) else torch.contiguous_format
+    run = functools.partial(
+        _predict_batch,
+        net,
+        mode=mode,
+        names=names,
+        conf=conf,
+        iou=iou,
+        max_det=max_det,
+        device=device,
+        retina_masks=retina_masks,
+        classes=classes,
+        agnostic_nms=agnostic_nms,
+        memory_format=memory_format,
+    )
+    pending: list[_Pending] = []
+    for frame in frames:
+        start = time.perf_counter()
+        padded, info = letterbox_frame(frame.image, imgsz, stride=stride)
+        prep_s = time.perf_counter() - start
+        if pending and pending[0][2].input_hw != info.input_hw:
+            yield from run(pending)
+            pending = []
+        pending.append((frame, padded, info, prep_s))
+        if len(pending) >= batch:
+            yield from run(pending)
+            pending = []
+    if pending:
+        yield from run(pending)
+
+
+def _select(output: Any, index: int) -> Any:
+    """Image ``index`` of a batched model output (a tensor, or a tuple/list of them), keeping the batch axis."""
+    if isinstance(output, Tensor):
+        return output[index : index + 1]
+    if isinstance(output, tuple | list):
+        return type(output)(_select(part, index) for part in output)
+    return output
+
+
+def _predict_batch(
+    net: YOLOModel,
+    pending: Sequence[_Pending],
+    *,
+    mode: Literal["nms", "topk"],
+    names: Sequence[str],
+    conf: float,
+    iou: float,
+    max_det: int,
+    device: str | torch.device,
+    retina_masks: bool,
+    classes: Sequence[int] | None,
+    agnostic_nms: bool,
+    memory_format: torch.memory_format,
+) -> Iterator[tuple[Frame, Results]]:
+    start = time.perf_counter()
+    stacked = torch.stack([padded for _, padded, _, _ in pending]).permute(0, 3, 1, 2)  # NCHW, channels-last
+    x = stacked.to(device=device, dtype=torch.float32, memory_format=memory_format).div_(255)
+    with torch.inference_mode():
+        output = forward_for_decode(net, x, mode)
+    if isinstance(output, TrainOutput):
+        raise RuntimeError("predict: the model returned training outputs in eval mode")
+    infer_ms = (time.perf_counter() - start) * 1e3 / len(pending)
+    for index, (frame, _, info, prep_s) in enumerate(pending):
+        start = time.perf_counter()
+        (det,) = postprocess(
+            _select(output, index) if len(pending) > 1 else output,
+            task=net.task,
+            nc=net.num_classes,
+            mode=mode,
+            conf=conf,
+            iou=iou,
+            max_det=max_det,
+            kpt_shape=net.kpt_shape,
+            input_hw=info.input_hw,
+            retina_letterbox=info if retina_masks else None,
+            classes=classes,
+            agnostic=agnostic_nms,
+        )
+        det = _to_original(det.to("cpu"), info, masks_in_original=retina_masks)
+        post_ms = (time.perf_counter() - start) * 1e3
+        yield (
+            frame,
+            Results(
+                det,
+                names=names,
+                orig_img=frame.image,
+                orig_shape=frame.shape,
+                path=frame.source,
+                frame=None if frame.kind == "image" else frame.index,
+                speed={"preprocess": prep_s * 1e3, "inference": infer_ms, "postprocess": post_ms},
+                task=net.task,
+            ),
+        )
 
 
 def predict_prepared(
@@ -419,6 +712,3 @@ def list_image_files(source: str | os.PathLike[str]) -> list[Path]:
     if path.is_dir():
         return sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
     return [path]
-
-
-IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".gif", ".avif", ".heic"})

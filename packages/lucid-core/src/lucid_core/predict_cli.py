@@ -1,7 +1,9 @@
-"""``lucid-predict --weights W --source IMAGE_OR_DIR --output DIR``: one JSON of detections per image.
+"""``lucid-predict --weights W --source SOURCE --output DIR``: detections of images, videos and streams, written.
 
-Each image ``<name>`` (a file, or every image file directly inside the source folder, by extension) gives
-``DIR/<name>.json`` written atomically (temporary file + ``os.replace``)::
+``SOURCE`` is anything :func:`lucid_core.sources.expand_source` reads: an image, a folder (its image and video
+files), a glob, a ``.txt`` list, an image URL, a video file, a stream URL or a camera index (``0``). Videos and
+streams need the ``video`` extra (OpenCV). Without an output flag, as before, each still image ``<name>`` gives
+``DIR/<name>.json`` (atomically)::
 
     {"image": "<path>", "orig_size": [H, W], "imgsz": 640, "task": "detect", "num_detections": N,
      "detections": [{"box": [x1, y1, x2, y2], "score": s, "label": k, "name": "person",
@@ -9,31 +11,42 @@ Each image ``<name>`` (a file, or every image file directly inside the source fo
                      "rbox": [cx, cy, w, h, theta], "polygon": [[x, y] x 4],   # obb
                      "mask": {"size": [H, W], "counts": [...]}}]}  # segment, uncompressed column-major RLE
 
-all in original-image pixels. An image that cannot be read is reported on stderr and skipped; the others proceed.
-A folder is read with the image extensions training reads (:data:`PREDICT_SUFFIXES`: lucid-data's
-``IMAGE_SUFFIXES`` plus what torchvision decodes); BMP/TIFF go through torchvision's PIL loader. Over more than one
-image a progress bar is drawn on stderr.
+and each video or stream ``<name>`` gives ``DIR/<name>.jsonl``, one such record per frame with its ``"frame"``
+index. The output flags choose instead: ``--save`` annotated images (``DIR/<name>``) and videos
+(``DIR/<stem>.mp4``, OpenCV's ``mp4v``, the source's size and frame rate), ``--save-txt`` YOLO label files
+(``DIR/labels/<stem>[_<frame>].txt``), ``--save-crop`` box crops (``DIR/crops/<class>/``), ``--save-json``
+``DIR/predictions.jsonl`` (one record per image or frame, ``"frame"`` null for an image). All coordinates are
+original-image pixels.
+
+A missing or unreadable file, an unsupported extension, a corrupt video frame or a dropped stream is reported on
+stderr in one line naming the source (and frame) and skipped; the summary counts what was skipped. A progress
+line with frames/s is drawn on stderr. Ctrl-C stops after closing the outputs cleanly (a playable video,
+complete JSONL lines).
 
 The typed entry point is :func:`predict_to_dir` (``main`` parses the flags, calls it and prints the progress and
-a summary on stderr); :func:`predict_files_to_dir` writes the same files for a model already prepared.
+a summary); :func:`iter_predictions_to_dir` does the same for a prepared model, yielding each result.
 
-Exit status: 0 when at least one image was processed, 1 when none was (no image found or all unreadable),
-2 for bad arguments, an unreadable checkpoint or an output folder that would overwrite an input (one-paragraph
-message, :mod:`lucid_core.cli_errors`).
+Exit status: 0 when at least one image or frame was processed, 1 when none was, 130 when interrupted,
+2 for bad arguments, an unreadable checkpoint or an output that would overwrite an input (one-paragraph message,
+:mod:`lucid_core.cli_errors`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import time
+from collections import Counter
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
+import numpy as np
 import torch
-from torch import Tensor
 
 from lucid_core.allocator import tune_glibc_malloc
 from lucid_core.atomic import atomic_write_json
@@ -42,84 +55,91 @@ from lucid_core.cli_errors import UsageError, refuse_overwrite, run_cli
 from lucid_core.decode import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
 from lucid_core.decode.selection import class_filter
 from lucid_core.geometry.rotated import rboxes_to_polygons
-from lucid_core.inference import (
-    IMAGE_SUFFIXES,
-    ImageLoadError,
-    load_image_rgb,
-    predict_prepared,
-    prepare_inference_model,
-)
+from lucid_core.inference import ImageLoadError, predict_frame_pairs, prepare_inference_model
 from lucid_core.models import YOLOModel
-from lucid_core.results import Detections
-
-#: the image extensions lucid-data trains on (``lucid_data.imageio.IMAGE_SUFFIXES``; lucid-core cannot import
-#: lucid-data, a test keeps the two equal).
-TRAINING_SUFFIXES = frozenset(
-    {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".dng", ".mpo", ".pfm"}
+from lucid_core.results import Detections, Results, mask_to_rle
+from lucid_core.sources import (
+    IMAGE_SUFFIXES,
+    PREDICT_SUFFIXES,
+    TRAINING_SUFFIXES,
+    Frame,
+    FrameReader,
+    SourceError,
+    SourceItem,
+    expand_source,
+    is_url,
+    require_cv2,
+    video_info,
 )
-#: what ``lucid-predict`` reads from a folder: every training extension and whatever torchvision decodes itself.
-PREDICT_SUFFIXES = TRAINING_SUFFIXES | IMAGE_SUFFIXES
 
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "PREDICT_SUFFIXES",
+    "TRAINING_SUFFIXES",
+    "PredictedImage",
+    "PredictionRun",
+    "Progress",
+    "build_parser",
+    "detections_to_json",
+    "iter_predictions_to_dir",
+    "main",
+    "mask_to_rle",
+    "predict_to_dir",
+    "prediction_record",
+]
 
-def list_images(source: str | os.PathLike[str]) -> list[Path]:
-    """A file, or the image files (by :data:`PREDICT_SUFFIXES`, sorted) directly inside a folder."""
-    path = Path(source)
-    if path.is_dir():
-        return sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in PREDICT_SUFFIXES)
-    if not path.exists():
-        raise UsageError(
-            f"--source {source}: no such file or folder; expected an image or a folder of images"
-        )
-    return [path]
-
-
-def read_image(path: Path) -> Tensor:
-    """RGB uint8 CHW: torchvision's decoder, or its PIL loader for the formats it does not decode (BMP, TIFF)."""
-    if path.suffix.lower() in IMAGE_SUFFIXES:
-        return load_image_rgb(path)
-    from torchvision.datasets.folder import pil_loader
-    from torchvision.transforms.functional import pil_to_tensor
-
-    try:
-        image: Tensor = pil_to_tensor(pil_loader(str(path)))
-    except (OSError, ValueError, SyntaxError) as exc:  # PIL raises these for undecodable files
-        raise ImageLoadError(f"{path}: cannot decode image ({exc})") from exc
-    return image
+#: exit status of a run stopped by Ctrl-C (128 + SIGINT, the shell's convention).
+EXIT_INTERRUPTED = 130
+#: the ``--save-json`` file inside the output folder.
+JSONL_NAME = "predictions.jsonl"
+#: suffixes an annotated image keeps (others are written as PNG).
+WRITABLE_IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"})
 
 
 class Progress:
-    """A one-line progress bar on stderr (redrawn in place on a terminal, a line per tenth otherwise); called as
-    ``progress(done, total)``, nothing is drawn for a single image."""
+    """A one-line progress bar with frames/s on stderr (redrawn in place on a terminal, a line per tenth
+    otherwise); called as ``progress(done, total)`` (``total`` None: unknown, e.g. a stream, then a count is
+    shown every 100 frames off a terminal); nothing is drawn for a single image. :meth:`finish` ends a line left
+    open on a terminal, before another message."""
 
     def __init__(self, width: int = 30) -> None:
         self.width = width
         self.tty = sys.stderr.isatty()
         self._shown = -1
+        self._start: float | None = None
+        self._open = False
 
-    def __call__(self, done: int, total: int) -> None:
+    def _draw(self, text: str, end: str) -> None:
+        print(f"\r{text}", end=end, file=sys.stderr, flush=True)
+        self._open = end == ""
+
+    def finish(self) -> None:
+        if self._open:
+            print(file=sys.stderr, flush=True)
+            self._open = False
+
+    def _rate(self, done: int) -> str:
+        now = time.perf_counter()
+        if self._start is None:
+            self._start = now
+        elapsed = now - self._start
+        return f" {done / elapsed:.1f} frames/s" if elapsed > 0 and done > 1 else ""
+
+    def __call__(self, done: int, total: int | None) -> None:
+        rate = self._rate(done)
+        if total is None:
+            if self.tty or done % 100 == 0:
+                self._draw(f"lucid-predict: {done} frames{rate}", "" if self.tty else "\n")
+            return
         if total <= 1:
             return
         tenth = done * 10 // total
         if not self.tty and tenth == self._shown:
             return
         self._shown = tenth
-        filled = self.width * done // total
+        filled = self.width * min(done, total) // total
         bar = "#" * filled + "." * (self.width - filled)
-        end = "" if self.tty and done < total else "\n"
-        print(f"\rlucid-predict: [{bar}] {done}/{total}", end=end, file=sys.stderr, flush=True)
-
-
-def mask_to_rle(mask: Tensor) -> dict[str, Any]:
-    """Uncompressed COCO-style RLE of a ``(H, W)`` bool mask: run lengths in column-major order, zeros first."""
-    flat = mask.t().reshape(-1).to(torch.int8)
-    if flat.numel() == 0:
-        return {"size": [int(mask.shape[0]), int(mask.shape[1])], "counts": []}
-    change = torch.nonzero(flat[1:] != flat[:-1]).flatten() + 1
-    bounds = torch.cat((torch.zeros(1, dtype=torch.int64), change, torch.tensor([flat.numel()])))
-    counts = (bounds[1:] - bounds[:-1]).tolist()
-    if int(flat[0]) == 1:
-        counts = [0, *counts]
-    return {"size": [int(mask.shape[0]), int(mask.shape[1])], "counts": counts}
+        self._draw(f"lucid-predict: [{bar}] {done}/{total}{rate}", "" if self.tty and done < total else "\n")
 
 
 def detections_to_json(det: Detections, names: Sequence[str]) -> list[dict[str, Any]]:
@@ -152,14 +172,20 @@ def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lucid-predict",
-        description="Run a lucid-core checkpoint on an image or a folder; write one JSON of detections per image.",
-        epilog="Exit status: 0 if at least one image was processed, 1 if none was, 2 on bad arguments/weights.",
+        description="Run a lucid-core checkpoint on images, folders, videos or streams; write the detections "
+        "(one JSON per image by default) and, on request, annotated images or videos, labels, crops, JSONL.",
+        epilog="Exit status: 0 if at least one image or frame was processed, 1 if none was, 130 when interrupted, "
+        "2 on bad arguments/weights.",
     )
     parser.add_argument(
         "--weights", required=True, help="checkpoint (stem, .safetensors or .json) or a reference .pt"
     )
-    parser.add_argument("--source", required=True, help="an image file or a folder of images")
-    parser.add_argument("--output", required=True, help="folder for the JSON files (created)")
+    parser.add_argument(
+        "--source",
+        required=True,
+        help="an image, a folder, a glob, a .txt list, an image URL, a video, a stream URL or a camera index",
+    )
+    parser.add_argument("--output", required=True, help="folder for the outputs (created)")
     parser.add_argument(
         "--imgsz", type=int, default=None, help="inference size (default: the checkpoint's imgsz)"
     )
@@ -183,29 +209,62 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="class-agnostic NMS: boxes of different classes suppress each other (top-k: one class per anchor)",
     )
+    parser.add_argument(
+        "--save",
+        action="store_true",
+        help="write annotated images (DIR/<name>) and videos (DIR/<stem>.mp4, mp4v, the source's size and fps)",
+    )
+    parser.add_argument("--save-txt", action="store_true", help="write YOLO label files (DIR/labels/)")
+    parser.add_argument("--save-crop", action="store_true", help="write each detection's crop (DIR/crops/)")
+    parser.add_argument(
+        "--save-json", action="store_true", help=f"write DIR/{JSONL_NAME}: one line per image or frame"
+    )
+    parser.add_argument("--batch", type=int, default=1, help="images or frames per forward pass")
+    parser.add_argument(
+        "--vid-stride", type=int, default=1, help="predict every n-th frame of videos/streams"
+    )
+    parser.add_argument(
+        "--max-frames", type=int, default=None, help="stop after this many images or frames in total"
+    )
     return parser
 
 
 @dataclass(frozen=True)
 class PredictedImage:
-    """One image lucid-predict wrote: the image file, its detections (original pixels) and its JSON file."""
+    """One still image lucid-predict wrote: the image file, its detections (original pixels) and its JSON file
+    (None when only other outputs were asked for)."""
 
     image: Path
     detections: Detections
-    json_path: Path
+    json_path: Path | None
 
 
 @dataclass(frozen=True)
 class PredictionRun:
-    """What :func:`predict_to_dir` did: every image file of the source, and those written (unreadable ones are
-    skipped)."""
+    """What :func:`predict_to_dir` did: every image file of the source, the still images written, the video or
+    stream frames processed, what was skipped, the files written besides the per-image JSON, the time spent and
+    whether Ctrl-C stopped it."""
 
     images: list[Path]
     written: list[PredictedImage]
+    frames: int = 0
+    skipped: list[SourceError] = field(default_factory=list)
+    outputs: list[Path] = field(default_factory=list)
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def processed(self) -> int:
+        """Images and frames predicted."""
+        return len(self.written) + self.frames
+
+    @property
+    def frames_per_second(self) -> float:
+        return self.processed / self.seconds if self.seconds > 0 else 0.0
 
 
 def prediction_record(
-    image: Path, orig_hw: tuple[int, int], imgsz: int, task: str, det: Detections, names: Sequence[str]
+    image: Path | str, orig_hw: tuple[int, int], imgsz: int, task: str, det: Detections, names: Sequence[str]
 ) -> dict[str, Any]:
     """The JSON payload of one image (module docstring): where it came from, its size and its detections."""
     return {
@@ -218,9 +277,224 @@ def prediction_record(
     }
 
 
-def predict_files_to_dir(
+def _source_name(item: SourceItem) -> str:
+    """The file name an item's outputs are named after (a URL's last path part; ``camera0``; ``stream``)."""
+    text = str(item.name)
+    if item.kind == "stream" and isinstance(item.value, int):
+        return f"camera{item.value}"
+    if is_url(text):
+        tail = text.split("://", 1)[1].split("?", 1)[0].split("#", 1)[0].rstrip("/")
+        name = tail.rsplit("/", 1)[-1] if "/" in tail else tail
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", name) or "stream"
+    return Path(text).name
+
+
+def _annotated_name(name: str) -> str:
+    path = Path(name)
+    return name if path.suffix.lower() in WRITABLE_IMAGE_SUFFIXES else f"{path.stem}.png"
+
+
+@dataclass
+class _VideoOut:
+    """The open per-video outputs: annotated video (temporary file until closed) and per-frame JSONL."""
+
+    item: int
+    writer: Any = None
+    size: tuple[int, int] | None = None  # (width, height)
+    temporary: Path | None = None
+    final: Path | None = None
+    jsonl: IO[str] | None = None
+
+
+class PredictionWriter:
+    """Writes what ``lucid-predict`` writes for each (frame, result) pair, in order (module docstring)."""
+
+    def __init__(
+        self,
+        output: Path,
+        items: Sequence[SourceItem],
+        *,
+        names: Sequence[str],
+        imgsz: int,
+        task: str,
+        save: bool,
+        save_txt: bool,
+        save_crop: bool,
+        save_json: bool,
+        vid_stride: int,
+    ) -> None:
+        self.output = output
+        self.items = items
+        self.names = list(names)
+        self.imgsz = imgsz
+        self.task = task
+        self.save, self.save_txt, self.save_crop, self.save_json = save, save_txt, save_crop, save_json
+        self.per_image_json = not (save or save_txt or save_crop or save_json)
+        self.vid_stride = vid_stride
+        self.outputs: list[Path] = []
+        self._video: _VideoOut | None = None
+        self._jsonl: IO[str] | None = None
+
+    def planned(self) -> list[Path]:
+        """The files this writer will create whose names are known before running (checked against inputs)."""
+        planned: list[Path] = []
+        for item in self.items:
+            if item.kind not in ("image", "url", "video", "stream"):
+                continue
+            name = _source_name(item)
+            still = item.kind in ("image", "url")
+            if self.per_image_json:
+                planned.append(self.output / (f"{name}.json" if still else f"{Path(name).stem}.jsonl"))
+            if self.save:
+                planned.append(self.output / (_annotated_name(name) if still else f"{Path(name).stem}.mp4"))
+            if self.save_txt and still:
+                planned.append(self.output / "labels" / f"{Path(name).stem}.txt")
+        if self.save_json:
+            planned.append(self.output / JSONL_NAME)
+        return planned
+
+    def _record(self, frame: Frame, result: Results, name: str) -> dict[str, Any]:
+        record = prediction_record(
+            frame.source or name, frame.shape, self.imgsz, self.task, result.detections, self.names
+        )
+        if frame.kind != "image" or self.save_json:
+            record = {"image": record["image"], "frame": result.frame, **record}
+        return record
+
+    def write(self, frame: Frame, result: Results) -> Path | None:
+        """Write the outputs of one image or frame; returns the per-image JSON written (or None)."""
+        item = self.items[frame.item]
+        name = _source_name(item) if item.kind != "memory" else f"image{frame.item}"
+        stem = Path(name).stem
+        json_path: Path | None = None
+        if frame.kind == "image":
+            self._close_video()
+            if self.per_image_json:
+                json_path = self.output / f"{name}.json"
+                write_json_atomic(json_path, self._record(frame, result, name))
+            if self.save:
+                self.outputs.append(result.save(self.output / _annotated_name(name)))
+        else:
+            video = self._open_video(frame, stem)
+            if video.jsonl is not None:
+                video.jsonl.write(json.dumps(self._record(frame, result, name)) + "\n")
+                video.jsonl.flush()
+            if self.save:
+                self._write_video_frame(video, result.plot())
+        label_stem = stem if frame.kind == "image" else f"{stem}_{frame.index}"
+        if self.save_txt:
+            self.outputs.append(result.save_txt(self.output / "labels" / f"{label_stem}.txt"))
+        if self.save_crop:
+            self.outputs.extend(result.save_crop(self.output / "crops", stem=label_stem))
+        if self.save_json:
+            if self._jsonl is None:
+                self.output.mkdir(parents=True, exist_ok=True)
+                self._jsonl = (self.output / JSONL_NAME).open("w", encoding="utf-8")
+                self.outputs.append(self.output / JSONL_NAME)
+            self._jsonl.write(json.dumps(self._record(frame, result, name)) + "\n")
+            self._jsonl.flush()
+        return json_path
+
+    def _open_video(self, frame: Frame, stem: str) -> _VideoOut:
+        if self._video is not None and self._video.item == frame.item:
+            return self._video
+        self._close_video()
+        video = _VideoOut(frame.item)
+        if self.per_image_json:
+            path = self.output / f"{stem}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            video.jsonl = path.open("w", encoding="utf-8")
+            self.outputs.append(path)
+        if self.save:
+            cv2 = require_cv2()
+            fps = frame.fps / self.vid_stride if frame.fps else 30.0
+            height, width = frame.shape
+            video.final = self.output / f"{stem}.mp4"
+            video.temporary = self.output / f".{stem}.partial.mp4"
+            video.temporary.parent.mkdir(parents=True, exist_ok=True)
+            video.writer = cv2.VideoWriter(
+                str(video.temporary), cv2.VideoWriter_fourcc(*"mp4v"), fps, (width, height)
+            )
+            if not video.writer.isOpened():
+                raise OSError(f"{video.final}: OpenCV cannot write an mp4v video here")
+            video.size = (width, height)
+        self._video = video
+        return video
+
+    def _write_video_frame(self, video: _VideoOut, image: np.ndarray) -> None:
+        if video.writer is None or video.size is None:
+            return
+        if (image.shape[1], image.shape[0]) != video.size:  # a stream that changed size after reconnecting
+            image = require_cv2().resize(image, video.size)
+        video.writer.write(image)
+
+    def _close_video(self) -> None:
+        video, self._video = self._video, None
+        if video is None:
+            return
+        if video.jsonl is not None:
+            video.jsonl.close()
+        if video.writer is not None and video.temporary is not None and video.final is not None:
+            video.writer.release()
+            os.replace(video.temporary, video.final)
+            self.outputs.append(video.final)
+
+    def close(self) -> None:
+        """Finish every open file: the current video is released (playable), JSONL files are closed."""
+        self._close_video()
+        if self._jsonl is not None:
+            self._jsonl.close()
+            self._jsonl = None
+
+
+def _expected_frames(items: Sequence[SourceItem], vid_stride: int) -> int | None:
+    """Images plus the frames the videos declare (every ``vid_stride``-th); None with a stream or an unknown
+    frame count."""
+    total = 0
+    for item in items:
+        if item.kind in ("image", "url", "memory"):
+            total += 1
+        elif item.kind == "video":
+            try:
+                count = video_info(str(item.name))[0]
+            except ImportError:
+                count = 1  # reported as unreadable when read
+            if count is None:
+                return None
+            total += -(-count // vid_stride)
+        elif item.kind == "stream":
+            return None
+    return total
+
+
+def _check_options(imgsz: int | None, batch: int, vid_stride: int, max_frames: int | None) -> None:
+    if imgsz is not None and imgsz <= 0:
+        raise UsageError(f"--imgsz {imgsz}: expected a positive image size, e.g. 640")
+    if batch < 1:
+        raise UsageError(f"--batch {batch}: expected a positive number of frames per forward pass")
+    if vid_stride < 1:
+        raise UsageError(f"--vid-stride {vid_stride}: expected a positive stride, e.g. 1 for every frame")
+    if max_frames is not None and max_frames < 1:
+        raise UsageError(f"--max-frames {max_frames}: expected a positive number of frames")
+
+
+def _plan(source: Any) -> list[SourceItem]:
+    """The source's items; a single path that names nothing is a usage error, as before."""
+    if isinstance(source, str | os.PathLike):
+        text = os.fspath(source)
+        if not (is_url(text) or text.isdigit() or any(c in text for c in "*?[") or Path(text).exists()):
+            raise UsageError(
+                f"--source {source}: no such file or folder; expected an image, a folder, a glob, a .txt list, "
+                "a video, a URL or a camera index"
+            )
+        if text.isdigit() and not Path(text).exists():
+            source = int(text)
+    return list(expand_source(source))
+
+
+def iter_predictions_to_dir(
     net: YOLOModel,
-    files: Sequence[Path],
+    source: Any,
     output: str | os.PathLike[str],
     *,
     mode: Literal["nms", "topk"],
@@ -232,55 +506,150 @@ def predict_files_to_dir(
     device: str | torch.device = "cpu",
     classes: Sequence[int] | None = None,
     agnostic_nms: bool = False,
+    save: bool = False,
+    save_txt: bool = False,
+    save_crop: bool = False,
+    save_json: bool = False,
+    batch: int = 1,
+    vid_stride: int = 1,
+    max_frames: int | None = None,
     weights: str | os.PathLike[str] | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: Callable[[int, int | None], None] | None = None,
     on_skip: Callable[[ImageLoadError], None] | None = None,
-) -> list[PredictedImage]:
-    """Predict each of ``files`` with ``net`` (made ready by :func:`~lucid_core.inference.prepare_inference_model`,
-    decode ``mode``) and write ``output/<file name>.json`` for each (module docstring).
+) -> Generator[Results, None, PredictionRun]:
+    """Predict every image and frame of ``source`` with ``net`` (made ready by
+    :func:`~lucid_core.inference.prepare_inference_model`, decode ``mode``), write the outputs into ``output``
+    (module docstring) and yield each :class:`Results`; the generator returns the :class:`PredictionRun`.
 
-    No output may replace ``weights`` or an image (:func:`~lucid_core.cli_errors.refuse_overwrite`, checked before
-    anything is written). ``on_progress(done, total)`` is called before each image; an unreadable image raises
-    :class:`~lucid_core.inference.ImageLoadError`, or with ``on_skip`` is passed to it and skipped.
+    No output may replace ``weights`` or an input file (:func:`~lucid_core.cli_errors.refuse_overwrite`, checked
+    before anything is written). ``on_progress(done, total)`` is called after each image or frame (``total``
+    None when unknown); a source that cannot be read raises its :class:`~lucid_core.sources.SourceError`, or
+    with ``on_skip`` is passed to it and skipped. Ctrl-C closes the outputs and returns the run so far
+    (``interrupted``).
     """
+    _check_options(imgsz, batch, vid_stride, max_frames)
     out_dir = Path(output)
-    inputs = [*([weights] if weights is not None else []), *files]
-    for path in files:
-        refuse_overwrite("--output", out_dir / f"{path.name}.json", inputs)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    items = _plan(source)
+    inputs = [
+        *([weights] if weights is not None else []),
+        *(str(item.name) for item in items if item.kind in ("image", "video")),
+    ]
+    writer = PredictionWriter(
+        out_dir,
+        items,
+        names=names,
+        imgsz=imgsz,
+        task=net.task,
+        save=save,
+        save_txt=save_txt,
+        save_crop=save_crop,
+        save_json=save_json,
+        vid_stride=vid_stride,
+    )
+    for path in writer.planned():
+        refuse_overwrite("--output", path, inputs)
+    total = _expected_frames(items, vid_stride)
+    if max_frames is not None and total is not None:
+        total = min(total, max_frames)
+    reader = FrameReader(items, vid_stride=vid_stride, depth=max(2, 2 * batch), live_capacity=max(2, batch))
+    pairs = predict_frame_pairs(
+        net,
+        reader,
+        mode=mode,
+        names=names,
+        imgsz=imgsz,
+        conf=conf,
+        iou=iou,
+        max_det=max_det,
+        device=device,
+        classes=classes,
+        agnostic_nms=agnostic_nms,
+        batch=batch,
+    )
+    return _write_predictions(
+        pairs, reader, writer, total=total, max_frames=max_frames, on_progress=on_progress, on_skip=on_skip
+    )
+
+
+def _write_predictions(
+    pairs: Generator[tuple[Frame, Results], None, None],
+    reader: FrameReader,
+    writer: PredictionWriter,
+    *,
+    total: int | None,
+    max_frames: int | None,
+    on_progress: Callable[[int, int | None], None] | None,
+    on_skip: Callable[[ImageLoadError], None] | None,
+) -> Generator[Results, None, PredictionRun]:
+    """The loop of :func:`iter_predictions_to_dir`: write each pair, count, report, stop cleanly on Ctrl-C."""
+    images = [Path(str(item.name)) for item in writer.items if item.kind in ("image", "url")]
     written: list[PredictedImage] = []
-    for index, path in enumerate(files, 1):
-        if on_progress is not None:
-            on_progress(index, len(files))
+    skipped: list[SourceError] = []
+    done = frames = 0
+
+    def skip(exc: SourceError) -> None:
+        nonlocal done
+        skipped.append(exc)
+        if on_skip is None:
+            raise exc
+        on_skip(exc)
+        if exc.kind in ("missing", "unreadable", "unsupported", "corrupt frame"):
+            done += 1
+            if on_progress is not None:
+                on_progress(done, total)
+
+    reader.on_error = skip
+    if writer.items:
+        writer.output.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    interrupted = False
+    try:
+        for frame, result in pairs:
+            json_path = writer.write(frame, result)
+            if frame.kind == "image":
+                written.append(PredictedImage(Path(frame.source or ""), result.detections, json_path))
+            else:
+                frames += 1
+            done += 1
+            if on_progress is not None:
+                on_progress(done, total)
+            yield result
+            if max_frames is not None and len(written) + frames >= max_frames:
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        pairs.close()
+        reader.close()
+        writer.close()
+    return PredictionRun(
+        images,
+        written,
+        frames=frames,
+        skipped=skipped,
+        outputs=writer.outputs,
+        seconds=time.perf_counter() - start,
+        interrupted=interrupted,
+    )
+
+
+def _drive(results: Generator[Results, None, PredictionRun]) -> PredictionRun:
+    """Run ``results`` to its end, keeping nothing, and return its run (Ctrl-C between two results is handed
+    to the generator, which closes its outputs and returns)."""
+    while True:
         try:
-            image = read_image(path)
-        except ImageLoadError as exc:
-            if on_skip is None:
-                raise
-            on_skip(exc)
-            continue
-        (det,) = predict_prepared(
-            net,
-            image,
-            mode=mode,
-            imgsz=imgsz,
-            conf=conf,
-            iou=iou,
-            max_det=max_det,
-            device=device,
-            classes=classes,
-            agnostic_nms=agnostic_nms,
-        )
-        orig_hw = (int(image.shape[1]), int(image.shape[2]))
-        json_path = out_dir / f"{path.name}.json"
-        write_json_atomic(json_path, prediction_record(path, orig_hw, imgsz, net.task, det, names))
-        written.append(PredictedImage(path, det, json_path))
-    return written
+            try:
+                next(results)
+            except KeyboardInterrupt:
+                results.throw(KeyboardInterrupt())
+        except StopIteration as stop:
+            run: PredictionRun = stop.value
+            return run
 
 
 def predict_to_dir(
     weights: str | os.PathLike[str],
-    source: str | os.PathLike[str],
+    source: Any,
     output: str | os.PathLike[str],
     *,
     imgsz: int | None = None,
@@ -291,19 +660,25 @@ def predict_to_dir(
     decode: Literal["nms", "topk"] | None = None,
     classes: Sequence[int] | None = None,
     agnostic_nms: bool = False,
-    on_progress: Callable[[int, int], None] | None = None,
+    save: bool = False,
+    save_txt: bool = False,
+    save_crop: bool = False,
+    save_json: bool = False,
+    batch: int = 1,
+    vid_stride: int = 1,
+    max_frames: int | None = None,
+    on_progress: Callable[[int, int | None], None] | None = None,
     on_skip: Callable[[ImageLoadError], None] | None = None,
 ) -> PredictionRun:
-    """What ``lucid-predict`` does: predict an image or every image of a folder (:func:`list_images`) with the
-    checkpoint ``weights`` and write one JSON per image into ``output`` (:func:`predict_files_to_dir`).
+    """What ``lucid-predict`` does: predict every image and frame of ``source`` with the checkpoint ``weights``
+    and write the outputs into ``output`` (module docstring; :func:`iter_predictions_to_dir`).
 
     ``imgsz`` defaults to the checkpoint's; ``decode`` to the family's decoder; ``classes`` / ``agnostic_nms`` as
     :func:`lucid_core.predict`. A bad value, a missing source or an output that would replace an input raises
-    :class:`~lucid_core.cli_errors.UsageError`; an unreadable checkpoint its loader's error. With no image found,
-    nothing is written.
+    :class:`~lucid_core.cli_errors.UsageError`; an unreadable checkpoint its loader's error. With no image or
+    video found, nothing is written.
     """
-    if imgsz is not None and imgsz <= 0:
-        raise UsageError(f"--imgsz {imgsz}: expected a positive image size, e.g. 640")
+    _check_options(imgsz, batch, vid_stride, max_frames)
     ckpt = load(weights)
     size = int(imgsz or ckpt.imgsz)
     target = torch.device(device)
@@ -312,27 +687,32 @@ def predict_to_dir(
     except ValueError as exc:
         raise UsageError(f"--classes {' '.join(map(str, classes or ()))}: {exc}") from None
     net, mode = prepare_inference_model(ckpt.model, decode=decode, device=target)
-    files = list_images(source)
-    if not files:
-        return PredictionRun([], [])
-    written = predict_files_to_dir(
-        net,
-        files,
-        output,
-        mode=mode,
-        names=ckpt.names,
-        imgsz=size,
-        conf=conf,
-        iou=iou,
-        max_det=max_det,
-        device=target,
-        classes=classes,
-        agnostic_nms=agnostic_nms,
-        weights=weights,
-        on_progress=on_progress,
-        on_skip=on_skip,
+    return _drive(
+        iter_predictions_to_dir(
+            net,
+            source,
+            output,
+            mode=mode,
+            names=ckpt.names,
+            imgsz=size,
+            conf=conf,
+            iou=iou,
+            max_det=max_det,
+            device=target,
+            classes=classes,
+            agnostic_nms=agnostic_nms,
+            save=save,
+            save_txt=save_txt,
+            save_crop=save_crop,
+            save_json=save_json,
+            batch=batch,
+            vid_stride=vid_stride,
+            max_frames=max_frames,
+            weights=weights,
+            on_progress=on_progress,
+            on_skip=on_skip,
+        )
     )
-    return PredictionRun(files, written)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -342,11 +722,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_cli("lucid-predict", lambda: _run(args))
 
 
-def _skipped(exc: ImageLoadError) -> None:
-    print(f"lucid-predict: skipped {exc}", file=sys.stderr)
+def summary(run: PredictionRun, output: str | os.PathLike[str]) -> str:
+    """The closing line: what was written where, at what rate, and what was skipped by kind."""
+    parts = [f"{len(run.written)}/{len(run.images)} image(s)"] if run.images or not run.frames else []
+    if run.frames:
+        parts.append(f"{run.frames} video/stream frame(s)")
+    line = f"lucid-predict: {' and '.join(parts)} written to {Path(output)}"
+    if run.processed > 1:
+        line += f" ({run.frames_per_second:.1f} frames/s)"
+    if run.skipped:
+        kinds = Counter(exc.kind for exc in run.skipped)
+        line += f"; skipped {len(run.skipped)}: " + ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+    if run.interrupted:
+        line += "; interrupted (Ctrl-C), the outputs so far are complete"
+    return line
 
 
 def _run(args: argparse.Namespace) -> int:
+    progress = Progress()
+
+    def skipped(exc: ImageLoadError) -> None:
+        progress.finish()
+        print(f"lucid-predict: skipped {exc}", file=sys.stderr, flush=True)
+
     run = predict_to_dir(
         args.weights,
         args.source,
@@ -359,15 +757,24 @@ def _run(args: argparse.Namespace) -> int:
         decode=args.decode,
         classes=args.classes,
         agnostic_nms=args.agnostic_nms,
-        on_progress=Progress(),
-        on_skip=_skipped,
+        save=args.save,
+        save_txt=args.save_txt,
+        save_crop=args.save_crop,
+        save_json=args.save_json,
+        batch=args.batch,
+        vid_stride=args.vid_stride,
+        max_frames=args.max_frames,
+        on_progress=progress,
+        on_skip=skipped,
     )
-    if not run.images:
-        print(f"lucid-predict: no image files in {args.source}", file=sys.stderr)
+    progress.finish()
+    if not run.images and not run.frames and not run.skipped:
+        print(f"lucid-predict: no image or video files in {args.source}", file=sys.stderr)
         return 1
-    done = len(run.written)
-    print(f"lucid-predict: {done}/{len(run.images)} image(s) written to {Path(args.output)}", file=sys.stderr)
-    return 0 if done else 1
+    print(summary(run, args.output), file=sys.stderr)
+    if run.interrupted:
+        return EXIT_INTERRUPTED
+    return 0 if run.processed else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

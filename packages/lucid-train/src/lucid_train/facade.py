@@ -8,9 +8,9 @@ files:
                            module, callbacks, loggers, run directory rules)
 ``YOLO(...).val(...)``     ``lucid-eval`` (:func:`lucid_train.eval.evaluate_checkpoint`: input checks, COCO
                            scoring, report)
-``YOLO(...).predict(...)`` ``lucid-predict`` (:func:`lucid_core.inference.predict`; with ``output=`` the images
-                           lucid-predict reads, each predicted once and written by
-                           :func:`lucid_core.predict_cli.predict_files_to_dir`: lucid-predict's JSON files)
+``YOLO(...).predict(...)`` ``lucid-predict`` (:func:`lucid_core.inference.predict`; with ``output=`` every image
+                           and frame predicted once and written by
+                           :func:`lucid_core.predict_cli.iter_predictions_to_dir`: lucid-predict's files)
 ``YOLO(...).export(...)``  ``lucid-export`` (:func:`lucid_core.export_cli.export`: the ONNX file + parity check)
 =========================  ===========================================================================
 
@@ -38,7 +38,7 @@ import json
 import os
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,10 +47,11 @@ from lucid_core.cli_errors import UsageError
 from lucid_core.convert_cli import convert
 from lucid_core.decode import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
 from lucid_core.errors import CheckpointImportError, RefusedGlobalError
-from lucid_core.export_cli import ExportInputError, export, print_report
-from lucid_core.inference import cached_inference_model, list_image_files, predict
+from lucid_core.export_cli import ExportInputError, default_output, export, print_report
+from lucid_core.inference import cached_inference_model, predict
 from lucid_core.models import build_model, list_models
-from lucid_core.predict_cli import list_images, predict_files_to_dir
+from lucid_core.predict_cli import PredictionRun, iter_predictions_to_dir
+from lucid_core.results import Results
 from lucid_data.augment.pipeline import AugmentConfig
 from lucid_train.errors import TrainingSetupError
 from lucid_train.eval import EvalInputError, evaluate_checkpoint, evaluate_model
@@ -307,7 +308,7 @@ class YOLO:
     # ------------------------------------------------------------------ predict
     def predict(
         self,
-        source: str | os.PathLike[str] | Sequence[Any] | Any,
+        source: Any,
         *,
         output: str | os.PathLike[str] | None = None,
         imgsz: int | None = None,
@@ -318,14 +319,23 @@ class YOLO:
         decode: Literal["nms", "topk"] | None = None,
         classes: Sequence[int] | None = None,
         agnostic_nms: bool = False,
-    ) -> list[Any]:
-        """Detections (``lucid_core.Detections``, original-image pixels) of each image of ``source``.
+        stream: bool = False,
+        batch: int = 1,
+        vid_stride: int = 1,
+        save: bool = False,
+        save_txt: bool = False,
+        save_crop: bool = False,
+        save_json: bool = False,
+    ) -> list[Results] | Iterator[Results]:
+        """One :class:`lucid_core.Results` (original-image pixels) per image or frame of ``source``.
 
-        ``source``: an image file, a folder (its image files), or images ``lucid_core.predict`` accepts (arrays,
-        tensors, PIL images). ``imgsz`` defaults to the weights'. ``classes`` / ``agnostic_nms``: keep only those
-        class ids / class-agnostic NMS (``lucid_core.predict``). With ``output`` (a file or folder source) the
-        images are the ones ``lucid-predict`` reads, each predicted once and written as lucid-predict writes it
-        (one JSON per image, :func:`lucid_core.predict_cli.predict_files_to_dir`). Example::
+        ``source``: anything ``lucid_core.predict`` reads (images, folders, globs, ``.txt`` lists, videos, stream
+        URLs, cameras, BGR arrays, tensors, PIL images). ``imgsz`` defaults to the weights'. ``classes`` /
+        ``agnostic_nms``: keep only those class ids / class-agnostic NMS; ``stream=True`` returns a generator
+        (memory stays flat over any video); ``batch``: frames per forward pass; ``vid_stride``: every n-th frame.
+        With ``output``, each image or frame is predicted once and written as lucid-predict writes it
+        (:func:`lucid_core.predict_cli.iter_predictions_to_dir`: one JSON per image by default; ``save``,
+        ``save_txt``, ``save_crop``, ``save_json`` as its flags). Example::
 
             YOLO("runs/train/best").predict("images/", output="runs/predict")
             # lucid-predict --weights runs/train/best --source images/ --output runs/predict
@@ -336,10 +346,9 @@ class YOLO:
         nms_iou = float(DEFAULT_IOU if iou is None else iou)
         keep = int(DEFAULT_MAX_DET if max_det is None else max_det)
         if output is None:
-            images = list_image_files(source) if isinstance(source, str | os.PathLike) else source
-            return predict(
+            results = predict(
                 model,
-                images,
+                source,
                 imgsz=size,
                 conf=threshold,
                 iou=nms_iou,
@@ -348,16 +357,16 @@ class YOLO:
                 decode=decode,
                 classes=classes,
                 agnostic_nms=agnostic_nms,
+                stream=True,
+                batch=batch,
+                vid_stride=vid_stride,
+                names=self._names,
             )
-        if not isinstance(source, str | os.PathLike):
-            raise TypeError("YOLO.predict: output= needs a file or folder source (what lucid-predict reads)")
-        files = list_images(source)
-        if not files:
-            raise TrainingSetupError(f"YOLO.predict: no image files in {os.fspath(source)}")
+            return results if stream else list(results)
         net, mode = cached_inference_model(model, decode=decode, device=device)
-        written = predict_files_to_dir(
+        written = iter_predictions_to_dir(
             net,
-            files,
+            source,
             output,
             mode=mode,
             names=self._names,
@@ -368,9 +377,25 @@ class YOLO:
             device=device,
             classes=classes,
             agnostic_nms=agnostic_nms,
+            save=save,
+            save_txt=save_txt,
+            save_crop=save_crop,
+            save_json=save_json,
+            batch=batch,
+            vid_stride=vid_stride,
             weights=self.weights,
         )
-        return [item.detections for item in written]
+        results = self._found(written, source)
+        return results if stream else list(results)
+
+    @staticmethod
+    def _found(
+        written: Generator[Results, None, PredictionRun], source: Any
+    ) -> Generator[Results, None, None]:
+        """The results of ``written``; a source that named no image or video raises ``TrainingSetupError``."""
+        run = yield from written
+        if not run.images and not run.processed and not run.skipped:
+            raise TrainingSetupError(f"YOLO.predict: no image or video files in {source}")
 
     # ------------------------------------------------------------------ export
     def export(
@@ -382,20 +407,26 @@ class YOLO:
         half: bool = False,
         output: str | os.PathLike[str] | None = None,
         check: bool = True,
+        batch: int = 1,
+        int8: bool = False,
+        data: str | os.PathLike[str] | None = None,
+        fraction: float = 1.0,
+        nms: bool = False,
     ) -> Path:
-        """Export the weights (``lucid-export``) and print its parity check; returns the written file.
+        """Export the weights (``lucid-export``: torchscript, onnx, openvino, engine, coreml) and print its parity
+        check; returns the written file (an OpenVINO IR: its folder).
 
         Example (equivalent CLI command)::
 
-            YOLO("runs/train/best").export("onnx", imgsz=640)
-            # lucid-export runs/train/best --format onnx --imgsz 640
+            YOLO("runs/train/best").export("openvino", int8=True, data="data.yaml")
+            # lucid-export runs/train/best --format openvino --int8 --data data.yaml
 
-        The file goes beside the weights unless ``output`` is given (an untrained model name: ``<name>.onnx`` in
+        The file goes beside the weights unless ``output`` is given (an untrained model name: named after it in
         the working directory). A failed parity check raises ``RuntimeError``.
         """
         weights = self.weights_path()
         if output is None and self.weights is None and self.reference is None:
-            output = Path.cwd() / f"{self.key.name}.onnx"
+            output = default_output(Path.cwd() / self.key.name, format, int8=int8)
         try:
             result = export(
                 weights,
@@ -405,12 +436,17 @@ class YOLO:
                 half=half,
                 output=output,
                 check=check,
+                batch=batch,
+                int8=int8,
+                data=data,
+                fraction=fraction,
+                nms=nms,
             )
         except ExportInputError as exc:
             raise TrainingSetupError(str(exc)) from exc
         if not print_report(result):
             raise RuntimeError(
-                f"lucid-export: {result.path}: the onnxruntime outputs differ from PyTorch (see above)"
+                f"lucid-export: {result.path}: the runtime's outputs differ from PyTorch (see above)"
             )
         return result.path
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from matplotlib.figure import Figure
 
 from lucid_core.checkpoint import load
@@ -94,6 +95,14 @@ def expand_sources(source: str | os.PathLike[str] | Sequence[Any]) -> list[Any]:
     return list(source)
 
 
+def bgr_for_predict(image: Any) -> Any:
+    """An RGB(A) H×W×C numpy image as the BGR array ``lucid_core.predict`` reads (OpenCV's order); anything else
+    (paths, gray arrays, tensors, PIL images) as it is."""
+    if isinstance(image, np.ndarray) and image.ndim == 3 and image.shape[-1] in (3, 4):
+        return np.ascontiguousarray(image[..., 2::-1])
+    return image
+
+
 def show_predictions(
     weights: Any,
     images: str | os.PathLike[str] | Sequence[Any],
@@ -109,8 +118,9 @@ def show_predictions(
 
     ``weights`` is a checkpoint path (``lucid_core.checkpoint.load``; its class names and task are used unless
     ``options.names`` / ``task`` are given) or a model; the call is
-    ``lucid_core.inference.predict(model, images, **predict_kwargs)`` (e.g. ``imgsz``, ``conf``). ``predictor``
-    replaces ``predict`` (same call; the checkpoint is then handed to it as given). ``images`` is a path, a
+    ``lucid_core.inference.predict(model, images, **predict_kwargs)`` (e.g. ``imgsz``, ``conf``; RGB arrays are
+    handed over as BGR, its convention; each result's ``detections`` is drawn). ``predictor`` replaces
+    ``predict`` (same call, images as given; the checkpoint is then handed to it as given). ``images`` is a path, a
     directory or a list of paths / RGB arrays; ``annotations`` holds one targets object per image, in
     original-image pixels (or None).
     """
@@ -118,14 +128,16 @@ def show_predictions(
     if annotations is not None and len(annotations) != len(sources):
         raise ValueError(f"show_predictions: {len(annotations)} annotations for {len(sources)} images")
     model = weights
+    inputs = list(sources)
     if predictor is None:
         predictor = predict
+        inputs = [bgr_for_predict(s) for s in sources]
         if isinstance(weights, str | os.PathLike):
             checkpoint = load(weights)
             model = checkpoint.model
             if options.names is None and checkpoint.names:
                 options = replace(options, names=list(checkpoint.names))
-    results = list(predictor(model, sources, **predict_kwargs))
+    results = [getattr(r, "detections", r) for r in predictor(model, inputs, **predict_kwargs)]
     if len(results) != len(sources):
         raise ValueError(
             f"show_predictions: predict returned {len(results)} results for {len(sources)} images"
