@@ -177,7 +177,9 @@ def prepare_inference_model(
         raise ValueError(f"decode must be None, 'nms' or 'topk', got {decode!r}")
     # Default: NMS for every family. For YOLO26 that is the one-to-many branch + NMS, what the reference's plain
     # predict uses (fixture README "import_yolo26n-seg-shapes.pt", decode branch); "topk" = its NMS-free branch.
-    mode: Literal["nms", "topk"] = decode if decode is not None else "nms"
+    # an exported model holds one branch and says which decode reads it
+    own = getattr(model, "decode", None)
+    mode: Literal["nms", "topk"] = decode if decode is not None else ("topk" if own == "topk" else "nms")
     prepared = copy.deepcopy(model)
     if device is not None:
         prepared.to(device)
