@@ -13,7 +13,15 @@ test module that reads ``fixtures/`` with ``LUCID_SHARED_DIR`` pointing at the c
   gains the ``variants`` record the README documents for some hidden files (a copy of its own case).
 
 A test that looks a case up by its public name, counts the public cases, or builds a model from the public
-parameter names fails here. Exit status: 0 when every mutation passes, 1 otherwise, 2 when ``../shared`` is
+parameter names fails here.
+
+What it cannot cover: geometric variants (a non-square or up-scaled input, another original size). A fixture file
+couples its labels with the head outputs, assignments, losses and gradients the reference computed from them, so a
+re-letterboxed case is only consistent where the README's rules alone define every value; the tests that read
+such a record check those variants themselves: the OBB dataset-pipeline test re-letterboxes its label rows to a
+rectangular batch shape and a 2x input (README obb steps 1-4), the segment interop test derives original-size
+masks from ``masks_input`` by rule 6 (checked on rectangular and up-scaled masks), and tolerances scale with the
+magnitude compared (README tolerances). Exit status: 0 when every mutation passes, 1 otherwise, 2 when ``../shared`` is
 absent. ``uv run --no-sync python tools/check_fixture_independence.py [--only renamed] [--keep DIR]``.
 """
 

@@ -37,6 +37,8 @@ from lucid_data.synth import synthesize
 from lucid_data.targets import Targets
 
 PX_TOL, RAD_TOL = 5e-4, 5e-5  # README: "test a converter with tolerances of about 5e-4 px / 5e-5 rad"
+# ... for coordinates up to the public 320-px input; the px tolerance grows with the magnitude compared
+PX_TOL_SCALE = 320.0
 TIE_CANDIDATE_RTOL = 1e-4  # equal-area candidates (OpenCV decides ties in float32)
 
 
@@ -59,11 +61,13 @@ def _angle_diff(a: float, b: float, period: float) -> float:
 def _assert_same_label(
     got: np.ndarray, polygon: np.ndarray, expected: np.ndarray, tie: bool, square: bool
 ) -> None:
-    """``got`` (5,) equals ``expected`` under the README's rules for unflagged, tie and square rows."""
+    """``got`` (5,) equals ``expected`` under the README's rules for unflagged, tie and square rows (the px
+    tolerance relative to the polygon's coordinates, the angle's absolute)."""
+    px_tol = PX_TOL * max(1.0, float(np.abs(polygon).max()) / PX_TOL_SCALE)
     if square:  # any θ modulo π/2 is right; the sides are equal up to 1e-4·w
-        np.testing.assert_allclose(got[:2], expected[:2], atol=PX_TOL, rtol=0)
+        np.testing.assert_allclose(got[:2], expected[:2], atol=px_tol, rtol=0)
         np.testing.assert_allclose(
-            sorted(got[2:4]), sorted(expected[2:4]), atol=max(PX_TOL, 1e-4 * got[2]), rtol=0
+            sorted(got[2:4]), sorted(expected[2:4]), atol=max(px_tol, 1e-4 * got[2]), rtol=0
         )
         assert _angle_diff(float(got[4]), float(expected[4]), math.pi / 2) <= RAD_TOL
         return
@@ -73,7 +77,7 @@ def _assert_same_label(
         candidates = list(rects[areas <= areas.min() * (1 + TIE_CANDIDATE_RTOL)])
     errors = [
         max(
-            np.abs(c[:4] - expected[:4]).max() / PX_TOL,
+            np.abs(c[:4] - expected[:4]).max() / px_tol,
             _angle_diff(float(c[4]), float(expected[4]), math.pi) / RAD_TOL,
         )
         for c in candidates
@@ -123,46 +127,90 @@ def test_collate_normalises_rboxes_bit_exactly(shared_dir: Path) -> None:
         assert torch.equal(batch["batch_idx"], flat["batch_idx"]) and torch.equal(batch["cls"], flat["cls"])
 
 
+def _reletterboxed(labels: dict[str, Any], scale: int, extra_w: int) -> dict[str, Any]:
+    """Another valid case of the same schema, its expected values given by the README's steps 1-4: the input
+    ``scale`` × larger (every px value × scale, exact in float32) and ``extra_w`` px wider (a rectangular batch
+    shape: centred padding, so ``left`` grows by extra_w / 2 and every x by the same)."""
+    shift = extra_w // 2
+    height, width = (int(v) for v in labels["input_hw"])
+    polygons = labels["polygons_px"] * scale
+    polygons[..., 0] += shift
+    xywhr = labels["xywhr_px"].clone()
+    xywhr[:, :4] *= scale
+    xywhr[:, 0] += shift
+    letterbox = [
+        {
+            **lb,
+            "resized_hw": [int(v) * scale for v in lb["resized_hw"]],
+            "new_unpad_wh": [int(v) * scale for v in lb["new_unpad_wh"]],
+            "left": int(lb["left"]) * scale + shift,
+            "top": int(lb["top"]) * scale,
+        }
+        for lb in labels["letterbox"]
+    ]
+    hw = [height * scale, width * scale + extra_w]
+    return {**labels, "polygons_px": polygons, "xywhr_px": xywhr, "letterbox": letterbox, "input_hw": hw}
+
+
+def _check_dataset_pipeline(labels: dict[str, Any], nc: int, root: Path) -> None:
+    """``labels``' rows written as a YOLO-OBB dataset under ``root``, read back through the evaluation pipeline at
+    the input geometry of the file: long side resized to imgsz, padded to ``input_hw`` (a rectangular batch shape,
+    or the square imgsz of the plain evaluation letterbox)."""
+    (root / "images" / "val").mkdir(parents=True)
+    (root / "labels" / "val").mkdir(parents=True)
+    image_index = labels["image_index"].numpy()
+    polygons_norm = labels["polygons_norm"].numpy()
+    order = np.lexsort((labels["row_in_label_file"].numpy(), image_index))
+    for b, letterbox in enumerate(labels["letterbox"]):
+        h0, w0 = (int(v) for v in letterbox["source_hw"])
+        cv2.imwrite(str(root / "images" / "val" / f"img{b}.png"), np.zeros((h0, w0, 3), np.uint8))
+        lines = [
+            f"{int(labels['cls'][i])} " + " ".join(f"{v:.9g}" for v in polygons_norm[i])
+            for i in order
+            if image_index[i] == b
+        ]
+        (root / "labels" / "val" / f"img{b}.txt").write_text("\n".join(lines) + "\n")
+    names = {i: f"c{i}" for i in range(nc)}
+    (root / "data.yaml").write_text(
+        yaml.safe_dump({"path": ".", "val": "images/val", "task": "obb", "names": names})
+    )
+    height, width = (int(v) for v in labels["input_hw"])
+    imgsz = max(max(int(v) for v in lb["resized_hw"]) for lb in labels["letterbox"])
+    dataset = DetectionDataset(root / "data.yaml", imgsz=imgsz, split="val", task="obb", verify="none")
+    if (height, width) != (imgsz, imgsz):
+        dataset.rect_shapes = dict.fromkeys(range(len(dataset.records)), (height, width))
+    for b in range(len(labels["letterbox"])):
+        sample = dataset[[Path(r.path).stem for r in dataset.records].index(f"img{b}")]
+        assert tuple(sample["image"].shape[1:]) == (height, width)
+        got = sample["targets"].rboxes.astype(np.float64)
+        rows = [i for i in order if image_index[i] == b]
+        assert len(got) == len(rows)
+        for g, i in zip(got, rows, strict=True):
+            _assert_same_label(
+                g,
+                labels["polygons_px"][i].double().numpy(),
+                labels["xywhr_px"][i].double().numpy(),
+                bool(labels["min_area_rect_tie"][i]),
+                bool(labels["square"][i]),
+            )
+
+
 @pytest.mark.shared
 def test_dataset_pipeline_reproduces_fixture_labels(shared_dir: Path, tmp_path: Path) -> None:
     """The fixture's label rows written as a YOLO-OBB dataset, read back through the evaluation pipeline."""
     for k, fx in enumerate(_obb_fixtures(shared_dir)):
-        labels = fx["labels"]
-        root = tmp_path / f"set{k}"
-        (root / "images" / "val").mkdir(parents=True)
-        (root / "labels" / "val").mkdir(parents=True)
-        image_index = labels["image_index"].numpy()
-        polygons_norm = labels["polygons_norm"].numpy()
-        order = np.lexsort((labels["row_in_label_file"].numpy(), image_index))
-        for b, letterbox in enumerate(labels["letterbox"]):
-            h0, w0 = (int(v) for v in letterbox["source_hw"])
-            cv2.imwrite(str(root / "images" / "val" / f"img{b}.png"), np.zeros((h0, w0, 3), np.uint8))
-            lines = [
-                f"{int(labels['cls'][i])} " + " ".join(f"{v:.9g}" for v in polygons_norm[i])
-                for i in order
-                if image_index[i] == b
-            ]
-            (root / "labels" / "val" / f"img{b}.txt").write_text("\n".join(lines) + "\n")
-        names = {i: f"c{i}" for i in range(int(fx["meta"]["nc"]))}
-        (root / "data.yaml").write_text(
-            yaml.safe_dump({"path": ".", "val": "images/val", "task": "obb", "names": names})
-        )
-        height, width = (int(v) for v in labels["input_hw"])
-        assert height == width, "the evaluation letterbox is square"
-        dataset = DetectionDataset(root / "data.yaml", imgsz=height, split="val", task="obb", verify="none")
-        for b in range(len(labels["letterbox"])):
-            sample = dataset[[Path(r.path).stem for r in dataset.records].index(f"img{b}")]
-            got = sample["targets"].rboxes.astype(np.float64)
-            rows = [i for i in order if image_index[i] == b]
-            assert len(got) == len(rows)
-            for g, i in zip(got, rows, strict=True):
-                _assert_same_label(
-                    g,
-                    labels["polygons_px"][i].double().numpy(),
-                    labels["xywhr_px"][i].double().numpy(),
-                    bool(labels["min_area_rect_tie"][i]),
-                    bool(labels["square"][i]),
-                )
+        _check_dataset_pipeline(fx["labels"], int(fx["meta"]["nc"]), tmp_path / f"set{k}")
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("scale", "extra_w"), [(1, 64), (2, 0), (2, 64)], ids=["rect", "upscaled", "both"])
+def test_dataset_pipeline_on_reletterboxed_cases(
+    shared_dir: Path, tmp_path: Path, scale: int, extra_w: int
+) -> None:
+    """The same check on other valid cases of the schema: a rectangular batch shape and an up-scaled input."""
+    for k, fx in enumerate(_obb_fixtures(shared_dir)):
+        labels = _reletterboxed(fx["labels"], scale, extra_w)
+        _check_dataset_pipeline(labels, int(fx["meta"]["nc"]), tmp_path / f"set{k}")
 
 
 # ------------------------------------------------------------------------------------------------ conventions

@@ -1,0 +1,286 @@
+"""Record the reference's seed distribution of a gate's recipe, black box, and score it with our evaluator.
+
+- ``record GATE --seeds 0 1 2``: runs ``../shared/refbench/run.sh train`` once per seed, one after the other, into
+  ``runs/fidelity/ref/<gate>/seed<s>/`` (git-ignored): the reference's own ``train()`` with the gate's recipe
+  (:data:`REFERENCE_SETTINGS`), per-epoch checkpoints ``weights/epoch<e>.pt``. A seed whose last checkpoint exists is
+  skipped, so an interrupted recording resumes. The data is a copy under ``runs/fidelity/data/`` (the reference
+  writes label caches next to the labels): the shared folder copied, or the gate's synthesized dataset.
+- ``score GATE``: scores every recorded checkpoint of every seed with our current evaluator and importer
+  (``check_trajectory.score_checkpoints``, the gate's protocol) and writes ``tools/fidelity/<gate>.json`` with the
+  provenance: recipe, seeds, machine class, reference version, lucid-core version and :func:`evaluator_version`.
+- ``--rescore``: re-scores the canary checkpoints under ``tests/data/fidelity/`` and rewrites their committed figures
+  (``canary.json``). When the canary test fails, the evaluator moved: run ``--rescore``, then ``score`` every gate
+  (the reference's checkpoints must be recorded again on a machine without them).
+
+Every gate is one of ``check_trajectory.GATES``. Usage: ``uv run --no-sync python tools/record_reference.py
+{record,score} GATE [--seeds ...]`` or ``... --rescore``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import importlib.metadata
+import json
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import check_trajectory as ct  # tools/ is not a package: the directory is on sys.path
+
+REPO_ROOT = ct.REPO_ROOT
+RUNS_DIR = REPO_ROOT / "runs" / "fidelity"
+DATA_DIR = RUNS_DIR / "data"
+REF_DIR = RUNS_DIR / "ref"
+REFBENCH = ct.SHARED_DIR / "refbench" / "run.sh"
+CANARY_DIR = REPO_ROOT / "tests" / "data" / "fidelity"
+CANARY_FILE = CANARY_DIR / "canary.json"
+#: the committed canary checkpoints: file name -> gate (a reference run's final ``last.pt``, renamed so that
+#: .gitignore's ``*.pt`` does not hide it)
+CANARIES: dict[str, str] = {"shapes_yolo26n_detect_seed0_last.refpt": "shapes_yolo26n_detect"}
+
+#: the embedded default run's settings (lucid_train/configs/shapes_default.yaml) as ../shared/trajectories/README.md
+#: records the reference was run for shapes_yolo26n_adamw.json; ``workers=1`` as our recipe (the README names none)
+REFERENCE_SETTINGS: dict[str, object] = {
+    "epochs": 10,
+    "batch": 16,
+    "imgsz": 96,
+    "optimizer": "AdamW",
+    "lr0": 0.004,
+    "momentum": 0.9,
+    "nbs": 16,
+    "warmup_epochs": 1.0,
+    "close_mosaic": 3,
+    "workers": 1,
+}
+THREADS = 1  # refbench's --threads: one core for the reference, the other for everyone else
+#: the source the scores depend on: the importer, the model, decoding/NMS, letterboxing and the COCO evaluator
+EVALUATOR_SOURCES = (
+    "packages/lucid-core/src/lucid_core/interop",
+    "packages/lucid-core/src/lucid_core/models",
+    "packages/lucid-core/src/lucid_core/nn",
+    "packages/lucid-core/src/lucid_core/heads",
+    "packages/lucid-core/src/lucid_core/decode",
+    "packages/lucid-core/src/lucid_core/geometry",
+    "packages/lucid-core/src/lucid_core/postprocess.py",
+    "packages/lucid-core/src/lucid_core/inference.py",
+    "packages/lucid-data/src/lucid_data/rect.py",
+    "packages/lucid-train/src/lucid_train/eval",
+)
+
+
+def gate(name: str) -> ct.Gate:
+    return ct.select_gates([name])[0]
+
+
+def evaluator_version() -> dict[str, str]:
+    """lucid-core's version and a short hash of :data:`EVALUATOR_SOURCES` (every ``.py`` file, path and bytes)."""
+    digest = hashlib.sha256()
+    for entry in EVALUATOR_SOURCES:
+        path = REPO_ROOT / entry
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(file.relative_to(REPO_ROOT).as_posix().encode() + b"\0" + file.read_bytes())
+    return {
+        "lucid_core": importlib.metadata.version("lucid-core"),
+        "evaluator_sha256": digest.hexdigest()[:12],
+        "sources": ", ".join(EVALUATOR_SOURCES),
+    }
+
+
+def machine_class() -> dict[str, str]:
+    """The CPU model (``/proc/cpuinfo``) and its core count, where the reference was recorded."""
+    model = platform.processor() or "unknown"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(encoding="utf-8"), re.M)
+        model = names[0].strip() if names else model
+        cores = str(len(names))
+    else:
+        cores = "unknown"
+    return {"cpu": model, "cpus": cores, "machine": platform.machine()}
+
+
+def dataset_yaml(g: ct.Gate) -> Path:
+    """The gate's dataset copy for the reference (made on first use), as ``reference.yaml``: its data YAML with an
+    absolute ``path`` (refbench runs in a temporary folder)."""
+    data = g.recipe.data
+    if data.startswith("synth:"):
+        root = ct.synth_dataset(data.removeprefix("synth:"), DATA_DIR).parent
+    else:
+        source = (ct.SHARED_DIR / data).parent
+        root = DATA_DIR / source.name
+        if not root.is_dir():
+            shutil.copytree(source, root)
+    settings = yaml.safe_load((root / "data.yaml").read_text(encoding="utf-8"))
+    settings["path"] = str(root.resolve())
+    out = root / "reference.yaml"
+    out.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
+    return out
+
+
+def seed_dir(g: ct.Gate, seed: int) -> Path:
+    return REF_DIR / g.name / f"seed{seed}"
+
+
+def seed_finished(g: ct.Gate, seed: int) -> bool:
+    return (seed_dir(g, seed) / "weights" / f"epoch{g.recipe.epochs - 1}.pt").is_file()
+
+
+def record(g: ct.Gate, seeds: list[int]) -> None:
+    """Run the reference's ``train()`` for each unfinished seed, sequentially; its log goes to ``seed<s>.log``."""
+    data = dataset_yaml(g)
+    for seed in seeds:
+        if seed_finished(g, seed):
+            print(f"{g.name} seed {seed}: done, skipped", flush=True)
+            continue
+        out = seed_dir(g, seed)
+        if out.exists():
+            shutil.rmtree(out)  # an interrupted seed restarts from scratch
+        out.parent.mkdir(parents=True, exist_ok=True)
+        settings = {**REFERENCE_SETTINGS, "data": str(data), "seed": seed, "name": out.name}
+        cmd = [str(REFBENCH), "train", "--threads", str(THREADS), "--model", g.reference_model]
+        cmd += ["--project", str(out.parent), *(f"{k}={v}" for k, v in settings.items())]
+        print(f"{g.name} seed {seed}: {' '.join(cmd)}", flush=True)
+        with open(out.parent / f"seed{seed}.log", "w", encoding="utf-8") as log:
+            subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+
+
+def reference_version(log: Path) -> str:
+    """The reference's version as its training log prints it (``Ultralytics 8.4.190 ...``)."""
+    found = re.search(r"Ultralytics (\d+\.\d+\.\d+)", log.read_text(encoding="utf-8", errors="replace"))
+    return f"ultralytics {found.group(1)}" if found else "unknown"
+
+
+def reference_internal(run: Path) -> list[dict[str, float]]:
+    """The reference validator's own per-epoch ``metrics/*`` figures (``results.csv``; its matching, not COCO's)."""
+    with open(run / "results.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return [{k.strip(): float(v) for k, v in row.items() if k.strip().startswith("metrics/")} for row in rows]
+
+
+def score(g: ct.Gate, out: Path | None = None) -> Path:
+    """Score every recorded seed of ``g`` and write its distribution file (default ``tools/fidelity/<gate>.json``)."""
+    seeds = sorted(int(p.name.removeprefix("seed")) for p in (REF_DIR / g.name).glob("seed*") if p.is_dir())
+    seeds = [s for s in seeds if seed_finished(g, s)]
+    if not seeds:
+        raise SystemExit(f"{g.name}: no finished reference run under {REF_DIR / g.name}")
+    runs: dict[str, list[dict[str, Any]]] = {}
+    versions = set()
+    for seed in seeds:
+        print(f"{g.name} seed {seed}:", flush=True)
+        rows = ct.score_checkpoints(
+            g.recipe, seed_dir(g, seed) / "weights", shared=ct.SHARED_DIR, threads=THREADS
+        )
+        internal = reference_internal(seed_dir(g, seed))
+        runs[str(seed)] = [
+            {
+                "epoch": row["epoch"],
+                **{c.label: row[c.label] for c in g.recipe.curves},
+                "reference_internal": ref,
+            }
+            for row, ref in zip(rows, internal, strict=True)
+        ]
+        versions.add(reference_version(REF_DIR / g.name / f"seed{seed}.log"))
+    record_ = {
+        "gate": g.name,
+        "recipe": {
+            "reference_model": g.reference_model,
+            "data": g.recipe.data,
+            "settings": REFERENCE_SETTINGS,
+            "refbench_threads": THREADS,
+        },
+        "seeds": seeds,
+        "machine_class": machine_class(),
+        "reference_version": ", ".join(sorted(versions)),
+        "scored_with": {
+            **evaluator_version(),
+            "protocol": f"check_trajectory.score_model: imgsz {g.recipe.imgsz}, rect {g.recipe.score_rect}, "
+            f"multi_label {g.recipe.score_multi_label}, EMA weights of weights/epoch<e>.pt",
+        },
+        "curves": [c.label for c in g.recipe.curves],
+        "runs": runs,
+    }
+    path = out or g.distribution
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record_, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {path}", flush=True)
+    return path
+
+
+def score_canary(path: Path, g: ct.Gate) -> dict[str, float]:
+    """Our evaluator's score of one canary checkpoint under ``g``'s protocol (what the canary test compares)."""
+    from lucid_core.interop.reference import import_checkpoint
+    from lucid_train.datamodule import DetectionDataModule
+
+    data_yaml = ct._data_yaml(g.recipe, ct.SHARED_DIR)
+    val_source = DetectionDataModule(
+        root=str(data_yaml),
+        imgsz=g.recipe.imgsz,
+        batch_size=g.recipe.batch_size,
+        workers=0,
+        task=g.recipe.task,
+    ).val_source()
+    model = import_checkpoint(path)[0].eval()
+    return ct.score_model(g.recipe, model, val_source)
+
+
+#: how far a canary's score may move before the test says the evaluator moved (a different CPU's float rounding
+#: moves it by far less; the YOLO26 SPPF fix moved the epoch-3 canary of the old curve by 0.0057)
+CANARY_TOLERANCE = 5e-4
+
+
+def canary_drift(
+    scores: dict[str, float], committed: dict[str, float], tol: float = CANARY_TOLERANCE
+) -> list[str]:
+    """One line per curve whose score moved by more than ``tol`` from the committed figure (or is missing)."""
+    lines = []
+    for label, figure in committed.items():
+        value = scores.get(label)
+        if value is None or abs(value - figure) > tol:
+            lines.append(f"{label}: {value} vs committed {figure:.6f} (tolerance {tol})")
+    return lines
+
+
+def rescore() -> None:
+    """Re-score every canary and rewrite ``canary.json`` (its figures and the evaluator version)."""
+    figures = {}
+    for name, gate_name in CANARIES.items():
+        scores = score_canary(CANARY_DIR / name, gate(gate_name))
+        figures[name] = {"gate": gate_name, "scores": scores}
+        print(f"{name}: " + ", ".join(f"{k} {v:.6f}" for k, v in scores.items()), flush=True)
+    payload = {"scored_with": evaluator_version(), "canaries": figures}
+    CANARY_FILE.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {CANARY_FILE}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("action", nargs="?", choices=["record", "score"])
+    parser.add_argument("gate", nargs="?", choices=[g.name for g in ct.GATES])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--rescore", action="store_true", help="re-score the canaries, rewrite canary.json")
+    args = parser.parse_args(argv)
+    if args.rescore:
+        if args.action:
+            parser.error("--rescore takes no action")
+        rescore()
+        return 0
+    if not args.action or not args.gate:
+        parser.error("an action (record, score) and a gate are needed, or --rescore")
+    if args.action == "record":
+        record(gate(args.gate), args.seeds)
+    else:
+        score(gate(args.gate))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
