@@ -281,3 +281,27 @@ def test_predict_classes_and_agnostic_nms_reach_predict_and_lucid_predict(
     for file, det in zip(sorted(p for p in images.iterdir() if p.is_file()), detections, strict=True):
         written = json.loads((tmp_path / "facade" / f"{file.name}.json").read_text())["detections"]
         assert [d["label"] for d in written] == det.detections.labels.tolist()
+
+
+def test_an_exported_model_runs_through_the_facade(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    from lucid_core.checkpoint import save_model
+    from lucid_core.models import build_model
+    from lucid_train import YOLO
+
+    save_model(
+        build_model("yolov8", "detect", "n", num_classes=3), tmp_path / "w", names=["a", "b", "c"], imgsz=64
+    )
+    exported = YOLO(str(tmp_path / "w")).export("onnx", imgsz=64)
+    onnx_path = Path(getattr(exported, "path", exported))
+    assert onnx_path.suffix == ".onnx" and onnx_path.is_file()
+    model = YOLO(str(onnx_path))
+    image = np.zeros((64, 64, 3), np.uint8)
+    (result,) = model.predict(image, conf=0.0, max_det=3)
+    (reference,) = YOLO(str(tmp_path / "w")).predict(image, conf=0.0, max_det=3)
+    assert len(result) == len(reference) == 3
+    assert np.allclose(result.boxes.xyxy.numpy(), reference.boxes.xyxy.numpy(), atol=1e-2)
+    with pytest.raises(FileNotFoundError, match="no such exported model"):
+        YOLO(str(tmp_path / "missing.onnx"))

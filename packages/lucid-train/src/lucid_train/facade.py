@@ -47,6 +47,7 @@ from lucid_core.cli_errors import UsageError
 from lucid_core.convert_cli import convert
 from lucid_core.decode import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
 from lucid_core.errors import CheckpointImportError, RefusedGlobalError
+from lucid_core.export.loaded import exported_kind
 from lucid_core.export_cli import ExportInputError, default_output, export, print_report
 from lucid_core.inference import cached_inference_model, predict
 from lucid_core.models import build_model, list_models
@@ -133,6 +134,11 @@ class YOLO:
         if self.key is not None:
             return
         path = Path(text)
+        if exported_kind(path) is not None:  # an exported model: predict and val run it in its runtime
+            if not path.exists():
+                raise FileNotFoundError(f"YOLO({text!r}): no such exported model")
+            self.weights = path
+            return
         if path.suffix == ".pt":
             if not path.is_file():
                 raise FileNotFoundError(f"YOLO({text!r}): no such reference checkpoint")
