@@ -172,6 +172,20 @@ def test_coco_unknown_category_is_an_error(tmp_path: Path) -> None:
         load_dataset(tmp_path / "ann.json")
 
 
+def test_coco_annotation_without_image_id_is_one_problem_line(tmp_path: Path) -> None:
+    Image.fromarray(np.zeros((20, 30, 3), np.uint8)).save(tmp_path / "im.png")
+    data = {"images": [{"id": 1, "file_name": "im.png", "height": 20, "width": 30}],
+            "categories": [{"id": 1, "name": "a"}],
+            "annotations": [{"id": 7, "category_id": 1, "bbox": [1, 1, 2, 2]},
+                            {"id": 8, "image_id": 1, "category_id": 1, "bbox": [1, 1, 2, 2]}]}  # fmt: skip
+    (tmp_path / "ann.json").write_text(json.dumps(data))
+    with pytest.raises(LabelError, match=r"annotation id 7: no image_id") as info:
+        load_dataset(tmp_path / "ann.json")
+    assert len(info.value.problems) == 1
+    source = load_dataset(tmp_path / "ann.json", strict=False)  # the rest reads
+    assert len(source.records[0].targets.boxes) == 1
+
+
 def test_dota_reader_headers_difficult_and_bad_lines(tmp_path: Path) -> None:
     (tmp_path / "images").mkdir()
     (tmp_path / "labelTxt").mkdir()

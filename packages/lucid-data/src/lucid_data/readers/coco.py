@@ -143,9 +143,12 @@ def read_coco(
         json_path, [str(im["file_name"]) for im in images], Path(image_dir) if image_dir else None
     )
     by_image: dict[Any, list[dict[str, Any]]] = {}
-    for ann in data["annotations"]:
-        by_image.setdefault(ann["image_id"], []).append(ann)
     problems: list[LabelProblem] = []
+    for ann in data["annotations"]:
+        if "image_id" not in ann:  # one line for it; the rest of the file still reads
+            problems.append(LabelProblem(json_path, 0, f"annotation id {ann.get('id')}: no image_id"))
+            continue
+        by_image.setdefault(ann["image_id"], []).append(ann)
     records: list[ImageRecord] = []
     for im in images:
         h, w = int(im["height"]), int(im["width"])
@@ -236,12 +239,11 @@ def read_coco(
                 rles=rles if want_masks and any(r is not None for r in rles) else None,
             )
         )
-    if (
-        problems
-        and strict
-        and any("category_id" in p.reason or "keypoint values" in p.reason for p in problems)
-    ):
-        raise LabelError([p for p in problems if "category_id" in p.reason or "keypoint values" in p.reason])
+    fatal = [
+        p for p in problems if any(k in p.reason for k in ("category_id", "keypoint values", "no image_id"))
+    ]
+    if strict and fatal:
+        raise LabelError(fatal)
     return DatasetSource(
         records=records,
         names=names,
