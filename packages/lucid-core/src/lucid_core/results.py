@@ -429,8 +429,8 @@ class Results:
         return self._new(self.detections.select(rows))
 
     def __repr__(self) -> str:
-        where = f"{self.path}" + (f" frame {self.frame}" if self.frame is not None else "")
-        return f"Results({where or 'image'}: {self.orig_shape[0]}x{self.orig_shape[1]}, {self.describe()})"
+        where = (self.path or "image") + (f" frame {self.frame}" if self.frame is not None else "")
+        return f"Results({where}: {self.orig_shape[0]}x{self.orig_shape[1]}, {self.describe()})"
 
     def _new(self, detections: Detections, *, as_numpy: bool | None = None) -> Results:
         out = Results(
