@@ -1,6 +1,6 @@
 """Exponential moving average of model weights and buffers (Polyak averaging with a warm-up ramp).
 
-Source: issue 6 ("Recipe defaults"): updated every optimiser step, including buffers (BatchNorm running
+Source: the reference's documented recipe defaults (docs/TRAINING.md): updated every optimiser step, including buffers (BatchNorm running
 statistics), with decay d = decay·(1 − exp(−updates / tau)), decay 0.9999, tau 2000; integer buffers are copied.
 """
 
@@ -50,7 +50,7 @@ class ModelEMA:
 
         float32/float64 entries are averaged with ``torch._foreach_mul_`` / ``torch._foreach_add_`` per (device,
         dtype) bucket: the same element-wise ``v·d + (1 − d)·new`` as one ``value.mul_(d).add_(new, alpha=1 − d)``
-        per tensor (bit-identical, tested in tests/accel), without two small kernel launches per entry (issue 19).
+        per tensor (bit-identical, tested in tests/accel), without two small kernel launches per entry.
         Half-precision entries keep the per-tensor ops: ``_foreach_mul_`` rounds their scalar differently.
         """
         self.updates += 1

@@ -174,7 +174,7 @@ class MuSGD(torch.optim.Optimizer):
     def _sgd_directions(self, params: list[Tensor], group: Mapping[str, Any]) -> list[Tensor]:
         """The SGD update preparation: ``g' = g + wd·p``, the momentum buffers ``b = μ·b + g'`` and the
         direction (``b``, Nesterov ``g' + μ·b``) that :meth:`_sgd_steps` applies with ``-lr`` (a seam for
-        lucid-accel's graph replay, issue 19)."""
+        lucid-accel's graph replay)."""
         momentum, wd = float(group["momentum"]), float(group["weight_decay"])
         grads = [p.grad for p in params if p.grad is not None]
         if wd != 0:
@@ -198,7 +198,7 @@ class MuSGD(torch.optim.Optimizer):
 
     def _orthogonalise(self, directions: list[Tensor], dtype: torch.dtype) -> list[Tensor]:
         """NS5 of a Muon group's directions (:func:`orthogonalise_batched` with the cached batching; a seam for
-        lucid-accel's graph replay, issue 19)."""
+        lucid-accel's graph replay)."""
         return orthogonalise_batched(directions, dtype, self._batches_for(directions))
 
     def _muon_directions(self, params: list[Tensor], group: Mapping[str, Any]) -> list[Tensor]:

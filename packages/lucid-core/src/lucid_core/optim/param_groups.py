@@ -1,6 +1,6 @@
 """Optimiser parameter groups with the reference recipe's routing and batch-scaled weight decay.
 
-Sources: issue 6 (recipe: weight decay 5e-4 scaled by batch × accumulate / 64, accumulation to a nominal batch
+Sources: the reference's documented recipe (docs/TRAINING.md: weight decay 5e-4 scaled by batch × accumulate / 64, accumulation to a nominal batch
 of 64, three groups — decayed weights, undecayed normalisation weights, undecayed biases) and
 ``shared/fixtures/README.md`` ("How the reference trainer builds the optimiser") for MuSGD's eight groups:
 routing ndim 2/4 → muon (decayed), name containing ``bias`` → bias (no weight_decay key), normalisation weight

@@ -1,6 +1,6 @@
 """Learning-rate and momentum schedule of the reference recipe, as pure functions.
 
-Sources: issue 6 ("Recipe defaults") — lr0 0.01, lrf 0.01 with linear decay
+Sources: the reference's documented recipe defaults (docs/TRAINING.md) — lr0 0.01, lrf 0.01 with linear decay
 ``lf(e) = (1 − e / epochs)·(1 − lrf) + lrf`` applied per epoch; per-iteration linear warm-up: the bias group's lr
 from ``warmup_bias_lr`` (0.1) down to ``initial_lr·lf(e)``, every other group's lr from 0 up to ``initial_lr·lf(e)``,
 and momentum from ``warmup_momentum`` (0.8) up to ``momentum`` (0.937) in SGD-style groups (Adam-style groups keep
