@@ -193,7 +193,7 @@ def prepare_inference_model(
     return prepared, mode
 
 
-def _wants_channels_last(net: nn.Module) -> bool:
+def wants_channels_last(net: nn.Module) -> bool:
     """Whether ``net``'s first spatial convolution weight is stored channels-last (then its input should be too;
     a 1x1 kernel is both formats at once, so it cannot tell)."""
     for module in net.modules():
@@ -312,7 +312,12 @@ def weights_for_predict(path: str | os.PathLike[str]) -> YOLOModel:
     return checkpoint_for_predict(path)[0]
 
 
-def _to_original(det: Detections, info: LetterboxInfo, *, masks_in_original: bool = False) -> Detections:
+def detections_to_original(
+    det: Detections, info: LetterboxInfo, *, masks_in_original: bool = False
+) -> Detections:
+    """``det`` from network-input pixels back through the letterbox ``info`` (original, or tile, pixels): boxes,
+    rotated boxes (their box becomes the mapped rotated box's hull), keypoints and masks (unless
+    ``masks_in_original``: already at the original size)."""
     out = Detections(
         boxes=scale_boxes_back(det.boxes, info),
         scores=det.scores,
@@ -564,7 +569,7 @@ def predict_frame_pairs(
 ) -> Generator[tuple[Frame, Results], None, None]:
     """:func:`predict_frames` yielding each frame with its result (for writers that need the frame's source)."""
     stride = max(net.strides)
-    memory_format = torch.channels_last if _wants_channels_last(net) else torch.contiguous_format
+    memory_format = torch.channels_last if wants_channels_last(net) else torch.contiguous_format
     run = functools.partial(
         _predict_batch,
         net,
@@ -643,7 +648,7 @@ def _predict_batch(
             classes=classes,
             agnostic=agnostic_nms,
         )
-        det = _to_original(det.to("cpu"), info, masks_in_original=retina_masks)
+        det = detections_to_original(det.to("cpu"), info, masks_in_original=retina_masks)
         post_ms = (time.perf_counter() - start) * 1e3
         yield (
             frame,
@@ -680,7 +685,7 @@ def predict_prepared(
     """
     class_filter(classes, net.num_classes, torch.device("cpu"))  # a bad list fails before any image is read
     stride = max(net.strides)
-    memory_format = torch.channels_last if _wants_channels_last(net) else torch.contiguous_format
+    memory_format = torch.channels_last if wants_channels_last(net) else torch.contiguous_format
     results: list[Detections] = []
     for item in _image_list(images):
         rgb = as_rgb_tensor(item)
@@ -704,7 +709,7 @@ def predict_prepared(
             classes=classes,
             agnostic=agnostic_nms,
         )
-        results.append(_to_original(det.to("cpu"), info, masks_in_original=retina_masks))
+        results.append(detections_to_original(det.to("cpu"), info, masks_in_original=retina_masks))
     return results
 
 

@@ -26,14 +26,16 @@ from lucid_core.decode.selection import class_filter
 from lucid_core.geometry.letterbox import (
     LetterboxInfo,
     letterbox,
-    scale_boxes_back,
-    scale_keypoints_back,
-    scale_masks_back,
-    scale_rboxes_back,
 )
 from lucid_core.geometry.polygon_iou import paired_polygon_iou
-from lucid_core.geometry.rotated import rboxes_to_polygons, rboxes_to_xyxy
-from lucid_core.inference import ImageInput, as_rgb_tensor, forward_for_decode
+from lucid_core.geometry.rotated import rboxes_to_polygons
+from lucid_core.inference import (
+    ImageInput,
+    as_rgb_tensor,
+    detections_to_original,
+    forward_for_decode,
+    wants_channels_last,
+)
 from lucid_core.models import TrainOutput, YOLOModel
 from lucid_core.postprocess import postprocess
 from lucid_core.results import Detections
@@ -245,19 +247,6 @@ def _images(images: ImageInput | Sequence[ImageInput]) -> list[ImageInput]:
     return out
 
 
-def _to_tile(det: Detections, info: LetterboxInfo, masks_in_tile: bool) -> Detections:
-    """One tile's detections from network-input pixels to tile pixels (as ``predict`` maps to the original)."""
-    out = Detections(boxes=scale_boxes_back(det.boxes, info), scores=det.scores, labels=det.labels)
-    if det.rboxes is not None:
-        out.rboxes = scale_rboxes_back(det.rboxes, info)
-        out.boxes = rboxes_to_xyxy(out.rboxes)
-    if det.keypoints is not None:
-        out.keypoints = scale_keypoints_back(det.keypoints, info)
-    if det.masks is not None:
-        out.masks = det.masks if masks_in_tile else scale_masks_back(det.masks, info)
-    return out
-
-
 def predict_sliced(
     net: YOLOModel,
     images: ImageInput | Sequence[ImageInput],
@@ -287,7 +276,7 @@ def predict_sliced(
         raise ValueError(f"batch must be >= 1, got {batch}")
     class_filter(classes, net.num_classes, torch.device("cpu"))  # a bad list fails before any image is read
     stride = max(net.strides)
-    channels_last = _wants_channels_last(net)
+    channels_last = wants_channels_last(net)
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
     results: list[Detections] = []
     for item in _images(images):
@@ -326,7 +315,11 @@ def predict_sliced(
                     classes=classes,
                     agnostic=agnostic_nms,
                 )
-                tiles.append(TileDetections(window, _to_tile(det.to("cpu"), info, retina_masks)))
+                tiles.append(
+                    TileDetections(
+                        window, detections_to_original(det.to("cpu"), info, masks_in_original=retina_masks)
+                    )
+                )
         if len(tiles) == 1:
             results.append(tiles[0].detections)
         else:
@@ -334,11 +327,3 @@ def predict_sliced(
                 merge_tiles(tiles, (h, w), merge_iou=merge_iou, max_det=max_det, agnostic=agnostic_nms)
             )
     return results
-
-
-def _wants_channels_last(net: torch.nn.Module) -> bool:
-    """Whether ``net``'s first spatial convolution weight is stored channels-last (then its input should be too)."""
-    for module in net.modules():
-        if isinstance(module, torch.nn.Conv2d) and module.weight.shape[-2:] != (1, 1):
-            return bool(module.weight.is_contiguous(memory_format=torch.channels_last))
-    return False

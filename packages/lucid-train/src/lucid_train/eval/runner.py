@@ -31,16 +31,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader
 
-from lucid_core.geometry.letterbox import (
-    scale_boxes_back,
-    scale_keypoints_back,
-    scale_masks_back,
-    scale_rboxes_back,
-)
-from lucid_core.geometry.rotated import rboxes_to_xyxy
-from lucid_core.inference import forward_for_decode
+from lucid_core.inference import detections_to_original, forward_for_decode
 from lucid_core.postprocess import postprocess
-from lucid_core.results import Detections
 from lucid_core.tasks import TASKS, get_task
 from lucid_data.collate import collate
 from lucid_data.dataset import DetectionDataset
@@ -75,18 +67,8 @@ def decode_paths(model: nn.Module, decode: str | None) -> list[str]:
 
 
 def to_original(det: Any, info: Any) -> Any:
-    """Detections in network-input pixels → original pixels (inverse letterbox, as `lucid_core.predict`)."""
-    if info is None:
-        return det
-    out = Detections(boxes=scale_boxes_back(det.boxes, info), scores=det.scores, labels=det.labels)
-    if det.rboxes is not None:
-        out.rboxes = scale_rboxes_back(det.rboxes, info)
-        out.boxes = rboxes_to_xyxy(out.rboxes)
-    if det.keypoints is not None:
-        out.keypoints = scale_keypoints_back(det.keypoints, info)
-    if det.masks is not None:
-        out.masks = scale_masks_back(det.masks, info)
-    return out
+    """Detections in network-input pixels → original pixels (the inverse letterbox ``predict`` applies)."""
+    return det if info is None else detections_to_original(det, info)
 
 
 class _EvalMode:
