@@ -1,6 +1,7 @@
 """Lightning loggers of a lucid-train run: the defaults (:func:`default_loggers`), ``--trainer.logger CLASS``
 without a ``save_dir`` (:func:`with_logger_save_dir`), ``config.yaml`` in the run directory whatever the loggers
-(:class:`RunDirConfig`), and Lightning's hosted-logger tip dropped (:func:`drop_lightning_tips`).
+(:class:`RunDirConfig`), Lightning's hosted-logger tip dropped (:func:`drop_lightning_tips`), and the run's figures
+logged to every logger that takes images (:func:`log_figures`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import importlib
 import importlib.util
 import inspect
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +18,17 @@ from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
 
+from lucid_data.imageio import load_image
+
 #: placeholder ``save_dir`` replaced by the run directory once it is known (before instantiation).
 RUN_DIR_TOKEN = "<lucid-run-dir>"
 #: sub-folders of the default loggers inside the run directory.
 CSV_LOGS = "csv"
 TENSORBOARD_LOGS = "tensorboard"
+
+
+#: the tag prefix of a figure logged as an image (``plots/confusion_matrix``)
+FIGURE_TAG_PREFIX = "plots/"
 
 
 #: the logger Lightning's ``rank_zero_info`` writes to (lightning.pytorch.utilities.rank_zero).
@@ -64,6 +72,36 @@ def default_loggers(run_dir: str | Path) -> list[Logger]:
     if tensorboard_available():
         loggers.append(TensorBoardLogger(str(run_dir), name=TENSORBOARD_LOGS))
     return loggers
+
+
+def log_figures(loggers: Sequence[Logger], paths: Sequence[Path], step: int) -> int:
+    """Log every figure file of ``paths`` (PNG) to each logger of ``loggers`` that takes images, tag
+    ``plots/<file stem>`` at ``step``; returns the number of (logger, figure) pairs logged.
+
+    Recognised by what they offer, so no logger package is imported here: TensorBoard's ``experiment.add_image``
+    (Lightning's ``TensorBoardLogger``: the image as (H, W, 3) uint8), a logger's own ``log_image(key, images, step)``
+    (Lightning's ``WandbLogger``: the file) and MLflow's ``experiment.log_artifact(run_id, path, "plots")``
+    (Lightning's ``MLFlowLogger``: the file as an artifact). Other loggers (CSV) take none.
+    """
+    logged = 0
+    for logger in loggers:
+        experiment = getattr(logger, "experiment", None)
+        add_image = getattr(experiment, "add_image", None)
+        log_image = getattr(logger, "log_image", None)
+        log_artifact = getattr(experiment, "log_artifact", None)
+        run_id = getattr(logger, "run_id", None)
+        for path in paths:
+            tag = f"{FIGURE_TAG_PREFIX}{Path(path).stem}"
+            if callable(add_image):
+                add_image(tag, load_image(path), step, dataformats="HWC")
+            elif callable(log_image):
+                log_image(key=tag, images=[str(path)], step=step)
+            elif callable(log_artifact) and run_id is not None:
+                log_artifact(run_id, str(path), FIGURE_TAG_PREFIX.rstrip("/"))
+            else:
+                break
+            logged += 1
+    return logged
 
 
 def _logger_class(value: str) -> type[Any] | None:

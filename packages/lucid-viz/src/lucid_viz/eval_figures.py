@@ -3,6 +3,10 @@
 Inputs are plain arrays (or duck-typed objects with the fields of lucid-train's ``ValidationArtifacts`` and
 lucid-data's ``LabelStatistics``), so lucid-viz needs neither package. Every figure is a ``Figure`` on its own
 Agg canvas (:mod:`lucid_viz.figures`).
+
+Drawn for speed, as they are written after every ``lucid-eval --plots`` and fit (docs/EVALUATION.md, "Validation
+artefacts", measures them): fixed margins instead of a layout engine (which lays every text out twice), many
+classes' curves as one ``LineCollection``, nearest-neighbour images, and PNGs written with fast zlib compression.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.collections import LineCollection
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
@@ -29,6 +34,20 @@ LABELS_NPZ = "labels.npz"
 
 CONFIDENCE_FILES = {"F1": "F1_curve.png", "P": "P_curve.png", "R": "R_curve.png"}
 
+#: zlib level of the written figures: 1 (fastest) instead of PIL's 6 — flat-colour plots barely grow
+PNG_COMPRESS_LEVEL = 1
+#: inches per character of a small tick label (for the fixed margins)
+_CHAR_INCHES = 0.075
+
+
+def _figure(width: float, height: float, *, left: float, right: float, bottom: float, top: float) -> Figure:
+    """A Figure with one layout: margins in inches (no layout engine: it measures every text twice)."""
+    figure = new_figure(width, height)
+    figure.subplots_adjust(
+        left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height
+    )
+    return figure
+
 
 def plot_confusion_matrix(
     matrix: np.ndarray, names: Sequence[str], *, normalized: bool = False, title: str | None = None
@@ -36,13 +55,22 @@ def plot_confusion_matrix(
     """(C+1, C+1) matrix, rows true class, columns predicted class, last row / column ``background``."""
     values = np.asarray(matrix, dtype=np.float64)
     labels = [*map(str, names), "background"]
-    size = min(max(4.0, 0.45 * len(labels) + 2.5), 16.0)
-    figure = new_figure(size + 1.2, size, layout="constrained")
+    named = len(labels) <= MAX_TICK_CLASSES
+    size = min(max(4.0, 0.45 * len(labels) + 2.5), 16.0) if named else 9.0  # unnamed: cells, no labels
+    margin = 0.6 + (_CHAR_INCHES * max(len(label) for label in labels) if named else 0.3)
+    title = title or ("confusion matrix (row-normalised)" if normalized else "confusion matrix")
+    top = 0.25 + 0.22 * (title.count("\n") + 1)
+    figure = _figure(size + 1.2, size, left=margin, right=1.3, bottom=margin, top=top)
     axes = figure.subplots()
     shown = np.where(values > 0, values, np.nan)
-    image = axes.imshow(shown, cmap="Blues", vmin=0.0, vmax=1.0 if normalized else None)
-    figure.colorbar(image, ax=axes, shrink=0.8)
-    if len(labels) <= MAX_TICK_CLASSES:
+    image = axes.imshow(
+        shown, cmap="Blues", vmin=0.0, vmax=1.0 if normalized else None, interpolation="nearest"
+    )
+    box = axes.get_position()
+    figure.colorbar(
+        image, cax=figure.add_axes((box.x1 + 0.25 / (size + 1.2), box.y0, 0.2 / (size + 1.2), box.height))
+    )
+    if named:
         ticks = np.arange(len(labels))
         axes.set_xticks(ticks, labels, rotation=90, fontsize="small")
         axes.set_yticks(ticks, labels, fontsize="small")
@@ -54,7 +82,7 @@ def plot_confusion_matrix(
                     axes.text(j, i, text, ha="center", va="center", color="white" if dark else "black")
     axes.set_xlabel("predicted")
     axes.set_ylabel("true")
-    axes.set_title(title or ("confusion matrix (row-normalised)" if normalized else "confusion matrix"))
+    axes.set_title(title)
     return figure
 
 
@@ -66,12 +94,13 @@ def _class_lines(
     labels: Sequence[str],
     valid: np.ndarray,
 ) -> None:
-    many = int(valid.sum()) > MAX_LEGEND_CLASSES
-    for c in np.flatnonzero(valid):
-        if many:
-            axes.plot(x, values[c], color="grey", linewidth=0.5, alpha=0.5)
-        else:
-            axes.plot(x, values[c], color=class_color(int(c)), linewidth=1.0, label=labels[int(c)])
+    rows = np.flatnonzero(valid)
+    if rows.size > MAX_LEGEND_CLASSES:  # one artist for all of them
+        segments = np.stack([np.broadcast_to(x, values[rows].shape), values[rows]], axis=-1)
+        axes.add_collection(LineCollection(list(segments), colors="grey", linewidths=0.5, alpha=0.5))
+        return
+    for c in rows:
+        axes.plot(x, values[c], color=class_color(int(c)), linewidth=1.0, label=labels[int(c)])
 
 
 def plot_pr_curves(
@@ -87,7 +116,7 @@ def plot_pr_curves(
     precision = np.asarray(precision, dtype=np.float64)
     ap50 = np.asarray(ap50, dtype=np.float64)
     valid = ap50 >= 0
-    figure = new_figure(6.5, 5.0, layout="constrained")
+    figure = _figure(6.5, 5.0, left=0.7, right=0.2, bottom=0.6, top=0.4)
     axes = figure.subplots()
     labels = [f"{n} {a:.3f}" for n, a in zip(names, ap50)]
     _class_lines(axes, recall, precision, names, labels, valid)
@@ -119,7 +148,7 @@ def plot_confidence_curve(
     """``values`` (C, N) against ``confidence`` (N,) per class and their mean; ``best_conf`` marked."""
     values = np.asarray(values, dtype=np.float64)
     valid = np.ones(values.shape[0], dtype=bool) if has_gt is None else np.asarray(has_gt, dtype=bool)
-    figure = new_figure(6.5, 5.0, layout="constrained")
+    figure = _figure(6.5, 5.0, left=0.7, right=0.2, bottom=0.6, top=0.4)
     axes = figure.subplots()
     _class_lines(axes, confidence, values, names, list(map(str, names)), valid)
     if valid.any():
@@ -148,11 +177,14 @@ def plot_labels(stats: Any, *, title: str | None = None) -> Figure:
     classes = np.asarray(stats.classes, dtype=np.int64)
     boxes = np.asarray(stats.boxes, dtype=np.float64).reshape(-1, 4)
     per_image = np.asarray(stats.instances_per_image, dtype=np.int64)
-    figure = new_figure(10.0, 8.0, layout="constrained")
+    named = len(names) <= MAX_TICK_CLASSES
+    bottom = 0.5 + (_CHAR_INCHES * max((len(n) for n in names), default=1) if named else 0.1)
+    figure = _figure(10.0, 8.0 + bottom, left=0.8, right=0.3, bottom=0.6, top=0.6 if title else 0.4)
+    figure.subplots_adjust(hspace=(0.6 + bottom) / 4.0, wspace=0.3)
     (hist, centres), (sizes, images) = figure.subplots(2, 2)
     counts = np.bincount(classes, minlength=len(names))
     hist.bar(np.arange(len(names)), counts, color=[class_color(i) for i in range(len(names))])
-    if len(names) <= MAX_TICK_CLASSES:
+    if named:
         hist.set_xticks(np.arange(len(names)), names, rotation=90, fontsize="small")
     hist.set_ylabel("instances")
     hist.set_title(f"{int(classes.size)} instances, {len(names)} classes")
@@ -197,14 +229,14 @@ def write_eval_figures(directory: str | os.PathLike[str], artifacts: Any) -> dic
     written: dict[str, Path] = {}
 
     def save(figure: Figure, stem: str) -> None:
-        written[stem] = save_figure(figure, out / f"{stem}.png")
+        written[stem] = save_figure(figure, out / f"{stem}.png", compress_level=PNG_COMPRESS_LEVEL)
 
     for k, iou_type in enumerate(artifacts.iou_types):
         prefix = "" if k == 0 else f"{iou_type}_"
         note = f" [{iou_type}]"
         cm = artifacts.confusion.get(iou_type)
         if cm is not None:
-            where = f" (conf {cm.conf:g}, IoU {cm.iou:g}){note}"
+            where = f"\n(conf {cm.conf:g}, IoU {cm.iou:g}){note}"
             save(
                 plot_confusion_matrix(cm.counts, names, title="confusion matrix" + where),
                 f"{prefix}confusion_matrix",

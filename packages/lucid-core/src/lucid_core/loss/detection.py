@@ -21,7 +21,7 @@ from torch import Tensor
 from lucid_core.assign import Assignment, TaskAlignedAssigner
 from lucid_core.geometry.anchors import make_anchors
 from lucid_core.geometry.iou import bbox_ciou
-from lucid_core.loss.gains import DETECTION_GAINS, branch_topk, resolve_gains
+from lucid_core.loss.gains import DETECTION_GAINS, branch_topk, class_weights, resolve_gains
 from lucid_core.loss.targets import PaddedTargets, pack_targets
 from lucid_core.outputs import BranchOutput, TrainOutput
 
@@ -88,6 +88,22 @@ def normalised_l1_loss(pred_px: Tensor, target_px: Tensor, imgsz_hw: tuple[int, 
     return F.l1_loss(pred_px / scale, target_px / scale, reduction="none").mean(-1)
 
 
+def classification_bce_sum(
+    pred_scores: Tensor, target_scores: Tensor, cls_weights: Tensor | None = None
+) -> Tensor:
+    """Σ of the binary cross-entropy of the class logits (B, A, C) against the soft targets; with ``cls_weights``
+    (C,) each class's column is multiplied by its weight first (docs/TRAINING.md, "Class weighting")."""
+    bce = F.binary_cross_entropy_with_logits(pred_scores, target_scores, reduction="none")
+    if cls_weights is not None:
+        bce = bce * cls_weights.to(device=bce.device, dtype=bce.dtype)
+    return bce.sum()
+
+
+def class_weight_tensor(weights: Sequence[float] | None) -> Tensor | None:
+    """``weights`` (one per class) as a float32 tensor, ``None`` when unweighted."""
+    return None if weights is None else torch.tensor([float(w) for w in weights], dtype=torch.float32)
+
+
 def detection_branch_loss(
     boxes: Tensor,
     scores: Tensor,
@@ -99,6 +115,7 @@ def detection_branch_loss(
     reg_max: int,
     gains: tuple[float, float, float] = (7.5, 0.5, 1.5),
     assigner_extras: Mapping[str, Tensor] | None = None,
+    cls_weights: Tensor | None = None,
 ) -> BranchLoss:
     """Loss of one branch from its raw outputs (fixture ``head_outputs``) and padded ground truth.
 
@@ -110,6 +127,8 @@ def detection_branch_loss(
         gains: (box, cls, dfl|l1).
         assigner_extras: per-task tensors handed to the assigner's ``extras`` (e.g. the mask-aware assigner's
             coefficients, prototypes and ground-truth masks); ``None`` for detection.
+        cls_weights: (C,) per-class weights of the classification term (:func:`classification_bce_sum`);
+            ``None``: unweighted (the reference).
     """
     boxes = boxes.float()
     scores = scores.float()
@@ -138,10 +157,7 @@ def detection_branch_loss(
     fg = assignment.fg_mask.unsqueeze(-1)  # (B, A, 1)
     target_scores_sum = target_scores.sum().clamp(min=1)
 
-    cls_loss = (
-        F.binary_cross_entropy_with_logits(pred_scores, target_scores, reduction="none").sum()
-        / target_scores_sum
-    )
+    cls_loss = classification_bce_sum(pred_scores, target_scores, cls_weights) / target_scores_sum
 
     # Foreground-only terms, evaluated densely on safe stand-in boxes for background anchors.
     weight = target_scores.sum(-1)  # (B, A): the assigned soft score, 0 on background
@@ -179,7 +195,8 @@ class DetectionLoss:
 
     ``loss(output, batch) -> (total, loss_items)``: ``total`` is the scalar to call ``backward()`` on (the loss
     vector times the batch size, summed — the reference's batch-size convention), ``loss_items`` the detached
-    per-term losses (box, cls, dfl|l1) with gains applied, not times the batch size.
+    per-term losses (box, cls, dfl|l1) with gains applied, not times the batch size. ``cls_weights``: one weight
+    per class of the classification term (``None``, the default: unweighted, as the reference).
     """
 
     def __init__(
@@ -195,6 +212,7 @@ class DetectionLoss:
         beta: float = 6.0,
         small_target: bool = True,
         topk2: int | None = None,
+        cls_weights: Sequence[float] | None = None,
     ) -> None:
         if reg_max < 1:
             raise ValueError(f"DetectionLoss: reg_max must be >= 1, got {reg_max}")
@@ -202,6 +220,7 @@ class DetectionLoss:
         self.reg_max = reg_max
         self.strides = tuple(float(s) for s in strides)
         self.gains = (float(box), float(cls), float(dfl))
+        self.cls_weights = class_weight_tensor(cls_weights)  # None: unweighted (the reference)
         self.assigner = TaskAlignedAssigner(
             topk=topk,
             num_classes=num_classes,
@@ -234,6 +253,7 @@ class DetectionLoss:
             assigner=self.assigner,
             reg_max=self.reg_max,
             gains=self.gains,
+            cls_weights=self.cls_weights,
         )
 
     def branch_loss(
@@ -268,9 +288,9 @@ def detection_objective(
 ) -> DetectionLoss:
     """Task-table factory (``lucid_core.tasks``): the detection objective of one branch of ``model``.
 
-    ``gains`` may hold ``box``, ``cls``, ``dfl`` (reference defaults 7.5, 0.5, 1.5; other keys are ignored). The
-    one-to-one branch (``one2one``) uses top-``o2o_topk`` then ``o2o_topk2`` anchors per ground truth (fixture
-    ``assigner_params``).
+    ``gains`` may hold ``box``, ``cls``, ``dfl`` (reference defaults 7.5, 0.5, 1.5) and ``cls_weights``
+    (:func:`lucid_core.loss.gains.class_weights`); other keys are ignored. The one-to-one branch (``one2one``)
+    uses top-``o2o_topk`` then ``o2o_topk2`` anchors per ground truth (fixture ``assigner_params``).
     """
     g = resolve_gains(DETECTION_GAINS, gains)
     k, k2 = branch_topk(one2one, topk, o2o_topk, o2o_topk2)
@@ -285,6 +305,7 @@ def detection_objective(
         topk2=k2,
         alpha=alpha,
         beta=beta,
+        cls_weights=class_weights(gains, int(model.num_classes)),
     )
 
 

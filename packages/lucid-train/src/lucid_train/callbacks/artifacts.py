@@ -4,23 +4,29 @@ At the end of every training epoch (after validation) :class:`RunArtifacts`
 
 1. closes the epoch on the module (mean loss items; the loss-schedule ``step_epoch``) so the checkpoint holds the
    state the next epoch starts from;
-2. appends one row to ``metrics.csv`` and ``metrics.jsonl`` (``epoch``, ``train/<loss>``, ``lr/pg<i>``,
-   ``metrics/mAP50``, ``metrics/mAP50-95``, ``epoch_seconds``), each file rewritten atomically;
+2. appends one row to ``metrics.csv`` and ``metrics.jsonl`` (``epoch``, ``train/<loss>``, ``val/<loss>``,
+   ``lr/pg<i>``, ``metrics/mAP50``, ``metrics/mAP50-95``, ``epoch_seconds``), each file rewritten atomically; the
+   validation losses come from the :class:`~lucid_train.callbacks.val_loss.ValidationLosses` this callback runs
+   (``validation_losses``, on by default);
 3. when mAP50-95 improved writes ``best.ckpt`` plus ``best.safetensors`` + ``best.json`` (the EMA model in the
    lucid-core format, replaced as one unit), then ``last.ckpt`` - every file through ``lucid_core.atomic`` (a
    temporary name and ``os.replace``; the ordinary ``0o666 & ~umask`` permissions, not ``mkstemp``'s ``0o600``).
    Best before last: a kill between them resumes from the previous ``last.ckpt``, which redoes the epoch.
 
-At the start of ``fit`` :func:`repair_run_directory` removes what a killed run left (atomic-write temporaries, an
-interrupted best export, a best export of another epoch than ``best.ckpt``), and ``excluded.txt`` lists every image
-left out of the run (unreadable or corrupt), whose count is also in the summary line.
+At the set-up of ``fit`` an opt-in ``--loss.cls_weights auto|FILE`` becomes per-class weights
+(:func:`lucid_train.recipe.resolve_class_weights`, from the training split's labels) before the module builds its
+objective. At the start of ``fit`` :func:`repair_run_directory` removes what a killed run left (atomic-write
+temporaries, an interrupted best export, a best export of another epoch than ``best.ckpt``), ``labels.png`` shows
+the training split's label statistics (with ``validation_plots`` and lucid-viz), and ``excluded.txt`` lists every
+image left out of the run (unreadable or corrupt), whose count is also in the summary line.
 
 A run stopped by an exception (e.g. a non-finite loss) writes nothing more, so the last good ``last.ckpt`` stays.
 At the end of ``fit`` it writes ``curves.png``/``val_predictions.png`` and, with ``validation_plots``, scores
 ``best`` once more on the val split for its validation artefacts (:mod:`lucid_train.eval.artifacts`:
 ``confusion_matrix.png``, ``PR_curve.png``, ``F1_curve.png``, ``P_curve.png``, ``R_curve.png``, ``per_class.csv``
-/ ``.md``; ``labels.png`` of the training split) when lucid-viz is installed, logs the figures to every logger
-that takes images (TensorBoard), and prints one summary line (``summary.txt`` also lists the figures).
+/ ``.md``) when lucid-viz is installed, logs every figure to the loggers that take images
+(:func:`lucid_train.loggers.log_figures`: TensorBoard, W&B, MLflow), and prints one summary line (``summary.txt``
+also lists the figures, ``labels.png`` included).
 """
 
 from __future__ import annotations
@@ -42,14 +48,18 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from lucid_core.atomic import atomic_path, atomic_write_json, atomic_write_text
 from lucid_core.checkpoint import load, remove_stale_temporaries, repair_checkpoint, save_model
 from lucid_core.errors import CheckpointError
-from lucid_data.imageio import load_image
-from lucid_data.stats import label_statistics
+from lucid_data.stats import LabelStatistics, label_statistics
+from lucid_train.callbacks.val_loss import VAL_PREFIX, ValidationLosses
 from lucid_train.errors import ArtifactWriteError
 from lucid_train.eval.artifacts import write_artifacts
 from lucid_train.eval.coco_gt import CocoGroundTruth
 from lucid_train.eval.runner import ModelScorer
+from lucid_train.loggers import log_figures
 from lucid_train.model_setup import keypoint_sigmas
+from lucid_train.recipe import resolve_class_weights
 from lucid_train.scoring import validation_paths
+
+LABELS_FIGURE = "labels.png"
 
 
 def run_dir_of(trainer: pl.Trainer) -> Path:
@@ -60,10 +70,16 @@ def run_dir_of(trainer: pl.Trainer) -> Path:
 class RunArtifacts(pl.Callback):
     """Checkpoints (last + best by mAP50-95), metrics CSV/JSONL, resolved optimiser, plots and summary line."""
 
-    def __init__(self, monitor: str = "metrics/fitness", validation_plots: bool = True) -> None:
+    def __init__(
+        self, monitor: str = "metrics/fitness", validation_plots: bool = True, validation_losses: bool = True
+    ) -> None:
         # metrics/fitness: the task table's fitness (detect/obb mAP50-95; segment box + mask, pose box + pose)
         self.monitor = monitor
         self.validation_plots = validation_plots
+        # the val/<loss> columns; run from this callback's hooks (lucid_train.callbacks.val_loss)
+        self.val_losses = ValidationLosses() if validation_losses else None
+        self._train_labels: LabelStatistics | None = None
+        self._start_figures: list[Path] = []
         self.rows: list[dict[str, Any]] = []
         self.best_score = -math.inf
         self.best_epoch = -1
@@ -101,6 +117,31 @@ class RunArtifacts(pl.Callback):
                     self.best_epoch, self.best_score = epoch, score
 
     # ------------------------------------------------------------------ hooks
+    def train_labels(self, trainer: pl.Trainer) -> LabelStatistics | None:
+        """Label statistics of the training split (computed once per fit); ``None`` without a data module."""
+        if self._train_labels is None:
+            datamodule = getattr(trainer, "datamodule", None)
+            source = getattr(datamodule, "source", None)
+            if source is None or not hasattr(datamodule, "train_split"):
+                return None
+            self._train_labels = label_statistics(source(datamodule.train_split))  # type: ignore[union-attr]
+        return self._train_labels
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        """Before the module's own ``setup`` (which builds the fit's objective): ``--loss.cls_weights auto|FILE``
+        becomes one weight per class (:func:`lucid_train.recipe.resolve_class_weights`)."""
+        self._train_labels, self._start_figures = None, []
+        config = getattr(pl_module, "loss_config", None)
+        if stage != "fit" or config is None or not config.needs_labels():
+            return
+        stats = self.train_labels(trainer) if config.cls_weights == "auto" else None
+        module: Any = pl_module
+        counts = None if stats is None else stats.class_counts
+        resolved = resolve_class_weights(config, num_classes=int(module.num_classes), class_counts=counts)
+        module.loss_config = resolved
+        shown = ", ".join(f"{w:.4g}" for w in resolved.cls_weights or [])
+        rank_zero_info(f"lucid-train: loss.cls_weights {config.cls_weights}: {shown}")
+
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._fit_started = time.perf_counter()
         if trainer.is_global_zero:
@@ -109,6 +150,49 @@ class RunArtifacts(pl.Callback):
         resolved = getattr(pl_module, "resolved", None)
         if trainer.is_global_zero and resolved is not None:
             atomic_write_json(run_dir_of(trainer) / "optimizer.json", resolved.as_dict())
+        if trainer.is_global_zero and self.validation_plots:
+            self._start_figures = self._write_labels(trainer, run_dir_of(trainer))
+            log_figures(trainer.loggers, self._start_figures, int(trainer.current_epoch))
+
+    # validation losses (lucid_train.callbacks.val_loss), run from this callback
+    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.val_losses is not None:
+            self.val_losses.on_validation_epoch_start(trainer, pl_module)
+
+    def on_validation_batch_start(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        if self.val_losses is not None:
+            self.val_losses.on_validation_batch_start(trainer, pl_module, batch, batch_idx, dataloader_idx)
+
+    def on_validation_batch_end(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        if self.val_losses is not None:
+            self.val_losses.on_validation_batch_end(
+                trainer, pl_module, outputs, batch, batch_idx, dataloader_idx
+            )
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.val_losses is not None:
+            self.val_losses.on_validation_epoch_end(trainer, pl_module)
+
+    def on_exception(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
+    ) -> None:
+        if self.val_losses is not None:
+            self.val_losses.on_exception(trainer, pl_module, exception)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.is_global_zero:
@@ -125,6 +209,8 @@ class RunArtifacts(pl.Callback):
         row: dict[str, Any] = {"epoch": epoch}
         for name, value in getattr(pl_module, "train_epoch_items", {}).items():
             row[f"train/{name}"] = value
+        if self.val_losses is not None:
+            row.update({f"{VAL_PREFIX}{name}": value for name, value in self.val_losses.means.items()})
         optimizer = trainer.optimizers[0] if trainer.optimizers else None
         if optimizer is not None:
             for i, group in enumerate(optimizer.param_groups):
@@ -156,7 +242,7 @@ class RunArtifacts(pl.Callback):
         if not trainer.is_global_zero:
             return
         run_dir = run_dir_of(trainer)
-        figures = self._write_plots(trainer, pl_module, run_dir)
+        figures = [*self._start_figures, *self._write_plots(trainer, pl_module, run_dir)]
         excluded = self._write_excluded(trainer)
         seconds = time.perf_counter() - self._fit_started
         last = self.rows[-1] if self.rows else {}
@@ -235,6 +321,24 @@ class RunArtifacts(pl.Callback):
                 raise
             raise ArtifactWriteError(path, exc) from exc
 
+    def _write_labels(self, trainer: pl.Trainer, run_dir: Path) -> list[Path]:
+        """``labels.png``: the training split's class histogram, box centres and sizes, instances per image (with
+        lucid-viz; ``[]`` without it or without a data module)."""
+        try:  # the optional lucid-viz (the lucid-train[viz] extra)
+            from lucid_viz.eval_figures import plot_labels
+            from lucid_viz.figures import save_figure
+        except ImportError:
+            return []
+        try:
+            stats = self.train_labels(trainer)
+            if stats is None:
+                return []
+            title = f"training labels ({getattr(trainer.datamodule, 'train_split', 'train')})"  # type: ignore[attr-defined]
+            return [save_figure(plot_labels(stats, title=title), run_dir / LABELS_FIGURE)]
+        except Exception as exc:  # plotting must never fail a run
+            rank_zero_warn(f"could not write {run_dir / LABELS_FIGURE}: {type(exc).__name__}: {exc}")
+            return []
+
     def _write_plots(self, trainer: pl.Trainer, pl_module: pl.LightningModule, run_dir: Path) -> list[Path]:
         """The end-of-fit figures (PNG paths written; none without lucid-viz), logged to image-taking loggers."""
         try:  # the optional lucid-viz (the lucid-train[viz] extra)
@@ -261,7 +365,7 @@ class RunArtifacts(pl.Callback):
                 ]
             except Exception as exc:  # plotting must never fail a finished run
                 rank_zero_warn(f"could not write validation plots to {run_dir}: {type(exc).__name__}: {exc}")
-        log_images(trainer, written)
+        log_figures(trainer.loggers, written, int(trainer.current_epoch))
         return written
 
 
@@ -269,7 +373,8 @@ def best_validation_artifacts(
     trainer: pl.Trainer, pl_module: pl.LightningModule, run_dir: Path
 ) -> list[Path]:
     """Score ``best`` on the val split as validation does (primary decode path) and write its validation
-    artefacts into ``run_dir``, with ``labels.png`` of the training split; returns the files written."""
+    artefacts into ``run_dir`` (``labels.png`` is the training split's, written at the start of the fit); returns
+    the files written."""
     datamodule = getattr(trainer, "datamodule", None)
     if datamodule is None or not (run_dir / "best.safetensors").is_file():
         return []
@@ -289,22 +394,13 @@ def best_validation_artifacts(
     for batch in datamodule.val_dataloader():
         scorer.update(model, batch)
     result = scorer.compute()
-    artifacts = replace(
-        scorer.artifacts(result), labels=label_statistics(datamodule.source(datamodule.train_split))
-    )
+    artifacts = replace(scorer.artifacts(result), labels=None)
     return list(write_artifacts(artifacts, run_dir).values())
 
 
 def log_images(trainer: pl.Trainer, paths: list[Path]) -> None:
-    """Log each PNG to every logger whose ``experiment`` has ``add_image`` (TensorBoard), tag = file stem."""
-    found = [getattr(getattr(lg, "experiment", None), "add_image", None) for lg in trainer.loggers]
-    writers: list[Any] = [w for w in found if callable(w)]
-    if not writers or not paths:
-        return
-    for path in paths:
-        image = load_image(path)
-        for add_image in writers:
-            add_image(f"plots/{path.stem}", image, int(trainer.current_epoch), dataformats="HWC")
+    """Log each figure to the trainer's loggers that take images (:func:`lucid_train.loggers.log_figures`)."""
+    log_figures(trainer.loggers, paths, int(trainer.current_epoch))
 
 
 def repair_run_directory(run_dir: Path, pl_module: pl.LightningModule | None = None) -> list[str]:

@@ -26,6 +26,7 @@ from lucid_train.eval.curves import (
     pr_curves,
 )
 from lucid_train.eval.evaluator import COCOEvaluator, EvalResult
+from lucid_train.eval.matching import image_pairs
 from lucid_train.eval.per_class import PerClassTable, per_class_table
 from lucid_train.eval.vectorized import Instances
 
@@ -43,7 +44,7 @@ class ValidationArtifacts:
     pr: dict[str, PRCurves]
     confidence: dict[str, ConfidenceCurves]
     table: PerClassTable
-    labels: LabelStatistics
+    labels: LabelStatistics | None  # the scored images' ground truth (lucid-eval); None: no labels.png
 
 
 def ground_truth_statistics(evaluator: COCOEvaluator, image_ids: list[int]) -> LabelStatistics:
@@ -86,12 +87,14 @@ def build_artifacts(
     for iou_type in evaluator.iou_types:
         gt = evaluator.ground_truth_instances(iou_type)
         dt = evaluator.detection_instances(iou_type)
+        # every detection's IoU with its image's ground truth, once for the matrix and the curves
+        pairs = list(image_pairs(gt, dt, iou_type, image_ids, kpt_sigmas=evaluator.kpt_sigmas))
         confusion[iou_type] = confusion_matrix(
             gt, dt, iou_type, image_ids=image_ids, category_ids=category_ids, names=names, conf=conf, iou=iou,
-            kpt_sigmas=evaluator.kpt_sigmas,
+            pairs=pairs,
         )  # fmt: skip
         matched = match_detections(
-            gt, dt, iou_type, image_ids=image_ids, category_ids=category_ids, kpt_sigmas=evaluator.kpt_sigmas
+            gt, dt, iou_type, image_ids=image_ids, category_ids=category_ids, pairs=pairs
         )
         conf_curves[iou_type] = confidence_curves(iou_type, matched, names)
         per_type = result.per_type[iou_type]

@@ -5,7 +5,8 @@ exactly: ``image_id`` / ``category_id`` are the ground truth's (a COCO JSON's ow
 the evaluation built, 0..N-1 in reading order), floats are written with their shortest exact repr, RLE ``counts``
 as text. So pycocotools' ``loadRes`` + ``COCOeval`` on it against the same ground truth gives the reported
 statistics. Rotated boxes go to ``Task1_<class>.txt`` files (``image score x1 y1 ... x4 y4``, the image's file
-stem), the DOTA Task-1 submission format. ``ground_truth.json`` is the COCO dict scored against (a COCO
+stem), the DOTA Task-1 submission format, with every number in its shortest exact repr too (the devkit's parser
+reads any float), so the DOTA scorer on the files gives what it gives on the detections in memory. ``ground_truth.json`` is the COCO dict scored against (a COCO
 layout's own annotations; for YOLO / DOTA layouts the one the evaluation built), so no layout needs converting.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from lucid_core.atomic import atomic_write_text
-from lucid_train.eval.dota_io import Task1Detections, write_task1_dir
+from lucid_train.eval.dota_io import TASK1_PREFIX, Task1Detections
 from lucid_train.eval.evaluator import COCOEvaluator
 
 GROUND_TRUTH_FILE = "ground_truth.json"
@@ -55,7 +56,26 @@ def write_results(evaluator: COCOEvaluator, directory: str | os.PathLike[str]) -
 
 
 def write_task1(evaluator: COCOEvaluator, directory: str | os.PathLike[str]) -> list[Path]:
-    """One ``Task1_<class>.txt`` per class (every class, empty when it has no detection)."""
+    """One ``Task1_<class>.txt`` per class (every class, empty when it has no detection) of
+    :func:`task1_detections`, numbers exact (module docstring); written atomically."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, dets in sorted(task1_detections(evaluator).items()):
+        corners = dets.polygons.reshape(-1, 8).tolist()
+        lines = [
+            f"{image} {score!r} " + " ".join(repr(v) for v in poly) + "\n"
+            for image, score, poly in zip(dets.images, dets.scores.tolist(), corners)
+        ]
+        path = out / f"{TASK1_PREFIX}{name}.txt"
+        atomic_write_text(path, "".join(lines))
+        paths.append(path)
+    return paths
+
+
+def task1_detections(evaluator: COCOEvaluator) -> dict[str, Task1Detections]:
+    """The rotated detections ``evaluator`` scored, per class name, as DOTA Task-1 detections (image = the file
+    stem, corners in original pixels): what :func:`write_task1` writes, for the DOTA scorer in memory."""
     images = evaluator.gt.images
     names = list(evaluator.gt.names)
     index = {int(c): i for i, c in enumerate(evaluator.gt.category_ids)}
@@ -70,10 +90,9 @@ def write_task1(evaluator: COCOEvaluator, directory: str | os.PathLike[str]) -> 
             bucket[0].append(stem)
             bucket[1].append(score)
             bucket[2].append(poly)
-    detections = {
+    return {
         names[i]: Task1Detections(
             imgs, np.asarray(scores, dtype=np.float64), np.asarray(polys, dtype=np.float64).reshape(-1, 4, 2)
         )
         for i, (imgs, scores, polys) in rows.items()
     }
-    return write_task1_dir(directory, detections)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lucid_train.eval.matching import image_pairs
+from lucid_train.eval.matching import ImagePairs, image_pairs
 from lucid_train.eval.vectorized import Instances
 
 CONF_THRESHOLD = 0.25
@@ -67,26 +67,48 @@ def confusion_matrix(
     conf: float = CONF_THRESHOLD,
     iou: float = IOU_THRESHOLD,
     kpt_sigmas: Sequence[float] | None = None,
+    pairs: Sequence[ImagePairs] | None = None,
 ) -> ConfusionMatrix:
-    """The confusion matrix (module docstring rules) over ``image_ids``; ``category_ids[i]`` is class ``i``."""
+    """The confusion matrix (module docstring rules) over ``image_ids``; ``category_ids[i]`` is class ``i``.
+    ``pairs``: the per-image IoU matrices of every detection of ``image_ids`` when already computed
+    (:func:`~lucid_train.eval.matching.image_pairs`); the ones below ``conf`` are dropped here."""
     assert dt.scores is not None and gt.ignore is not None
     num = len(category_ids)
     lookup = {int(c): i for i, c in enumerate(category_ids)}
     gt_cls = np.array([lookup.get(int(c), -1) for c in gt.category_ids], dtype=np.int64)
     dt_cls = np.array([lookup.get(int(c), -1) for c in dt.category_ids], dtype=np.int64)
     counts = np.zeros((num + 1, num + 1), dtype=np.int64)
-    for pairs in image_pairs(gt, dt, iou_type, image_ids, det_mask=dt.scores >= conf, kpt_sigmas=kpt_sigmas):
-        ignored = gt.ignore[pairs.gt_rows]
-        regular = np.flatnonzero(~ignored)
-        matched = greedy_pairs(pairs.iou[:, regular], iou)
-        det_done = np.zeros(pairs.det_rows.size, dtype=bool)
-        gt_done = np.zeros(regular.size, dtype=bool)
-        for di, gi in matched:
-            counts[gt_cls[pairs.gt_rows[regular[gi]]], dt_cls[pairs.det_rows[di]]] += 1
-            det_done[di] = gt_done[gi] = True
-        for gi in np.flatnonzero(~gt_done).tolist():
-            counts[gt_cls[pairs.gt_rows[regular[gi]]], num] += 1
-        on_ignored = (pairs.iou[:, ignored] >= iou).any(axis=1)
-        for di in np.flatnonzero(~det_done & ~on_ignored).tolist():
-            counts[num, dt_cls[pairs.det_rows[di]]] += 1
+    confident = dt.scores >= conf
+    if pairs is None:
+        every = image_pairs(gt, dt, iou_type, image_ids, det_mask=confident, kpt_sigmas=kpt_sigmas)
+    else:
+        every = (_confident(image, confident) for image in pairs)
+    for image in every:
+        _add_image(counts, image, gt, gt_cls, dt_cls, iou)
     return ConfusionMatrix(iou_type, counts, tuple(names), float(conf), float(iou))
+
+
+def _confident(image: ImagePairs, confident: np.ndarray) -> ImagePairs:
+    keep = confident[image.det_rows]
+    return ImagePairs(image.image_id, image.det_rows[keep], image.gt_rows, image.iou[keep])
+
+
+def _add_image(
+    counts: np.ndarray, pairs: ImagePairs, gt: Instances, gt_cls: np.ndarray, dt_cls: np.ndarray, iou: float
+) -> None:
+    """Add one image's matches, misses and false positives to ``counts`` (module docstring rules)."""
+    assert gt.ignore is not None
+    num = counts.shape[0] - 1
+    ignored = gt.ignore[pairs.gt_rows]
+    regular = np.flatnonzero(~ignored)
+    matched = greedy_pairs(pairs.iou[:, regular], iou)
+    det_done = np.zeros(pairs.det_rows.size, dtype=bool)
+    gt_done = np.zeros(regular.size, dtype=bool)
+    for di, gi in matched:
+        counts[gt_cls[pairs.gt_rows[regular[gi]]], dt_cls[pairs.det_rows[di]]] += 1
+        det_done[di] = gt_done[gi] = True
+    for gi in np.flatnonzero(~gt_done).tolist():
+        counts[gt_cls[pairs.gt_rows[regular[gi]]], num] += 1
+    on_ignored = (pairs.iou[:, ignored] >= iou).any(axis=1)
+    for di in np.flatnonzero(~det_done & ~on_ignored).tolist():
+        counts[num, dt_cls[pairs.det_rows[di]]] += 1

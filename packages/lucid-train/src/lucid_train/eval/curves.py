@@ -8,6 +8,11 @@
   ``t`` (detections with score >= t): P = TP / kept (1 when nothing is kept), R = TP / ground truths,
   F1 = 2PR / (P + R) (0 when both are 0). The best threshold maximises the mean F1 over the classes that have
   ground truth, among the detection scores (ties go to the higher threshold).
+
+The best threshold is found in O(N log N): detections in descending score order each change only their own
+class's F1 (``2·TP / (kept + GT)``), so the mean F1 at every distinct score is a cumulative sum of per-detection
+changes; the thresholds whose sum comes within :data:`NEAR_BEST` of the maximum are then scored with the direct
+formula above, so the choice (and its tie rule) is the direct one's.
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lucid_train.eval.matching import image_pairs
+from lucid_train.eval.matching import ImagePairs, image_pairs
 from lucid_train.eval.vectorized import REC_THRS, Instances
 
 CURVE_IOU = 0.5
 GRID_POINTS = 1001
+#: thresholds whose running-sum mean F1 is this close to the best are re-scored exactly (float rounding margin)
+NEAR_BEST = 1e-9
 
 
 @dataclass(frozen=True)
@@ -78,8 +85,10 @@ def match_detections(
     category_ids: Sequence[int],
     iou: float = CURVE_IOU,
     kpt_sigmas: Sequence[float] | None = None,
+    pairs: Sequence[ImagePairs] | None = None,
 ) -> MatchedDetections:
-    """True-positive flags of every detection at IoU >= ``iou`` (module docstring rule)."""
+    """True-positive flags of every detection at IoU >= ``iou`` (module docstring rule); ``pairs``: the per-image
+    IoU matrices of every detection of ``image_ids`` when already computed (:func:`image_pairs`)."""
     assert dt.scores is not None and gt.ignore is not None
     lookup = {int(c): i for i, c in enumerate(category_ids)}
     gt_cls = np.array([lookup.get(int(c), -1) for c in gt.category_ids], dtype=np.int64)
@@ -89,26 +98,27 @@ def match_detections(
     num_gt = np.bincount(gt_cls[regular_gt], minlength=len(category_ids))
     tp = np.zeros(dt.scores.size, dtype=bool)
     skip = np.zeros(dt.scores.size, dtype=bool)
-    for pairs in image_pairs(gt, dt, iou_type, image_ids, kpt_sigmas=kpt_sigmas):
-        if pairs.det_rows.size == 0 or pairs.gt_rows.size == 0:
+    every = image_pairs(gt, dt, iou_type, image_ids, kpt_sigmas=kpt_sigmas) if pairs is None else pairs
+    for image in every:
+        if image.det_rows.size == 0 or image.gt_rows.size == 0:
             continue
-        same = dt_cls[pairs.det_rows][:, None] == gt_cls[pairs.gt_rows][None, :]
-        overlap = np.where(same, pairs.iou, -1.0)
+        same = dt_cls[image.det_rows][:, None] == gt_cls[image.gt_rows][None, :]
+        overlap = np.where(same, image.iou, -1.0)
         candidates = np.flatnonzero((overlap >= iou).any(axis=1))
         if candidates.size == 0:
             continue
-        ignored = gt.ignore[pairs.gt_rows]
-        busy = np.zeros(pairs.gt_rows.size, dtype=bool)
-        order = candidates[np.argsort(-dt.scores[pairs.det_rows[candidates]], kind="stable")]
+        ignored = gt.ignore[image.gt_rows]
+        busy = np.zeros(image.gt_rows.size, dtype=bool)
+        order = candidates[np.argsort(-dt.scores[image.det_rows[candidates]], kind="stable")]
         for di in order.tolist():
             row = overlap[di]
             free = np.where(~ignored & ~busy & (row >= iou), row, -1.0)
             if free.max() >= iou:
                 gi = int(np.argmax(free))
                 busy[gi] = True
-                tp[pairs.det_rows[di]] = True
+                tp[image.det_rows[di]] = True
             elif (row[ignored] >= iou).any():
-                skip[pairs.det_rows[di]] = True
+                skip[image.det_rows[di]] = True
     keep = ~skip & (dt_cls >= 0) & np.isin(dt.image_ids, np.asarray(list(image_ids), dtype=np.int64))
     return MatchedDetections(dt_cls[keep], dt.scores[keep], tp[keep], num_gt)
 
@@ -141,6 +151,37 @@ def _prf(kept: np.ndarray, tps: np.ndarray, num_gt: np.ndarray) -> tuple[np.ndar
     return precision, recall, f1
 
 
+def _near_best(matched: MatchedDetections, candidates: np.ndarray, has_gt: np.ndarray) -> np.ndarray:
+    """Indices (ascending) of the descending ``candidates`` whose mean F1 over the classes with ground truth is
+    within :data:`NEAR_BEST` of the best, from running sums (module docstring)."""
+    order = np.argsort(-matched.scores, kind="stable")
+    classes, tp = matched.classes[order], matched.tp[order].astype(np.float64)
+    by_class = np.argsort(classes, kind="stable")  # descending score within each class
+    kept = np.empty(classes.size)
+    tps = np.empty(classes.size)
+    starts = np.searchsorted(classes[by_class], np.arange(has_gt.size))
+    ones = np.ones(classes.size)
+    # per-class running counts: a cumulative sum restarted at each class's first detection
+    run_kept, run_tp = np.cumsum(ones), np.cumsum(tp[by_class])
+    first = np.zeros(classes.size, dtype=np.int64)
+    first[starts[starts < classes.size]] = 1
+    group = np.cumsum(first) - 1
+    begin = np.flatnonzero(first)
+    base_kept = np.concatenate([[0.0], run_kept])[begin][group]
+    base_tp = np.concatenate([[0.0], run_tp])[begin][group]
+    kept[by_class], tps[by_class] = run_kept - base_kept, run_tp - base_tp
+    gt = matched.num_gt[classes].astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 only for classes without ground truth
+        f1_after = 2 * tps / (kept + gt)
+        f1_before = 2 * (tps - tp) / (kept - 1 + gt)
+    change = np.where(has_gt[classes], f1_after - f1_before, 0.0)
+    mean_f1 = np.cumsum(change) / int(has_gt.sum())
+    # the value at each distinct score: after its last detection (scores descend, so groups are contiguous)
+    last = np.searchsorted(-matched.scores[order], -candidates, side="right") - 1
+    at_candidates = mean_f1[last]
+    return np.flatnonzero(at_candidates >= at_candidates.max() - NEAR_BEST)
+
+
 def confidence_curves(
     iou_type: str, matched: MatchedDetections, names: Sequence[str], grid_points: int = GRID_POINTS
 ) -> ConfidenceCurves:
@@ -151,10 +192,13 @@ def confidence_curves(
     has_gt = matched.num_gt > 0
     candidates = np.unique(matched.scores)[::-1]  # descending: argmax takes the first = highest threshold
     if candidates.size and has_gt.any():
-        p_c, r_c, f_c = _prf(*_counts_at(matched, candidates, num), matched.num_gt)
-        mean_f1 = f_c[has_gt].mean(axis=0)
+        near = candidates[_near_best(matched, candidates, has_gt)]
+        p_c, r_c, f_c = _prf(*_counts_at(matched, near, num), matched.num_gt)
+        mean_f1 = np.ascontiguousarray(f_c[has_gt].T).mean(
+            axis=1
+        )  # the same sum order for any number of columns
         best = int(np.argmax(mean_f1))
-        best_conf, best_f1 = float(candidates[best]), float(mean_f1[best])
+        best_conf, best_f1 = float(near[best]), float(mean_f1[best])
         p_best, r_best = p_c[:, best], r_c[:, best]
     else:
         best_conf, best_f1 = 1.0, 0.0

@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from lucid_core.assign.rotated import RotatedTaskAlignedAssigner
@@ -36,11 +35,13 @@ from lucid_core.heads.obb import sigmoid_angle_radians
 from lucid_core.loss.detection import (
     DFL_TARGET_MARGIN,
     BranchLoss,
+    class_weight_tensor,
+    classification_bce_sum,
     decode_distances,
     distribution_focal_loss,
     normalised_l1_loss,
 )
-from lucid_core.loss.gains import DETECTION_GAINS, branch_topk, resolve_gains
+from lucid_core.loss.gains import DETECTION_GAINS, branch_topk, class_weights, resolve_gains
 from lucid_core.loss.targets import PaddedTargets
 from lucid_core.outputs import BranchOutput, TrainOutput
 
@@ -188,6 +189,7 @@ def obb_branch_loss(
     assigner: RotatedTaskAlignedAssigner,
     reg_max: int,
     gains: tuple[float, float, float, float] = (7.5, 0.5, 1.5, 1.0),
+    cls_weights: Tensor | None = None,
 ) -> BranchLoss:
     """Loss of one OBB branch from its raw outputs (README ``head_outputs``) and padded xywhr ground truth.
 
@@ -197,6 +199,7 @@ def obb_branch_loss(
         angle: (B, 1, A) box angle θ in radians, already activated (README ``angle``).
         targets: :func:`pack_rotated_targets` output (xywhr pixels).
         gains: (box, cls, dfl|l1, angle).
+        cls_weights: (C,) per-class weights of the classification term; ``None``: unweighted (the reference).
 
     ``details`` holds dense (B, A) per-anchor terms (``probiou``, ``weight``, ``dist_term``, ``angle_term``),
     ``target_ltrb_grid`` (B, A, 4) and ``decoded_rboxes_grid`` (B, A, 5) for checks (README ``fg_terms``).
@@ -231,10 +234,7 @@ def obb_branch_loss(
     fg = fg_mask.unsqueeze(-1)
     target_scores_sum = target_scores.sum().clamp(min=1)
 
-    cls_loss = (
-        F.binary_cross_entropy_with_logits(pred_scores, target_scores, reduction="none").sum()
-        / target_scores_sum
-    )
+    cls_loss = classification_bce_sum(pred_scores, target_scores, cls_weights) / target_scores_sum
 
     weight = target_scores.sum(-1)  # (B, A): target_scores_at_label, 0 on background
     target_px = assignment.target_bboxes
@@ -291,6 +291,7 @@ class OBBLoss:
         topk, topk2, alpha, beta: assigner constants (one-to-many 10/10, YOLO26 one-to-one 7/1).
         angle_sigmoid: the branch's ``extras["angle"]`` is the classic head's logit, turned into radians with
             ``(sigmoid − 0.25)·π``; ``False`` for YOLO26, whose raw output is the angle.
+        cls_weights: one weight per class of the classification term (``None``: unweighted, the reference).
     """
 
     def __init__(
@@ -308,6 +309,7 @@ class OBBLoss:
         alpha: float = 0.5,
         beta: float = 6.0,
         angle_sigmoid: bool = True,
+        cls_weights: Sequence[float] | None = None,
     ) -> None:
         if reg_max < 1:
             raise ValueError(f"OBBLoss: reg_max must be >= 1, got {reg_max}")
@@ -315,6 +317,7 @@ class OBBLoss:
         self.reg_max = reg_max
         self.strides = tuple(float(s) for s in strides)
         self.gains = (float(box), float(cls), float(dfl), float(angle))
+        self.cls_weights = class_weight_tensor(cls_weights)
         self.angle_sigmoid = angle_sigmoid
         stride_val = self.strides[1] if len(self.strides) > 1 else self.strides[0]  # README stride_val 16
         self.assigner = RotatedTaskAlignedAssigner(
@@ -365,6 +368,7 @@ class OBBLoss:
             assigner=self.assigner,
             reg_max=self.reg_max,
             gains=self.gains,
+            cls_weights=self.cls_weights,
         )
 
 
@@ -388,7 +392,8 @@ def obb_objective(
 ) -> OBBLoss:
     """Task-table factory (``lucid_core.tasks``, row ``obb``): the OBB objective of one branch of ``model``.
 
-    ``gains`` may hold ``box``, ``cls``, ``dfl``, ``angle`` (reference defaults 7.5, 0.5, 1.5, 1.0; other keys
+    ``gains`` may hold ``box``, ``cls``, ``dfl``, ``angle`` (reference defaults 7.5, 0.5, 1.5, 1.0) and
+    ``cls_weights`` (other keys
     are ignored). The one-to-one branch uses top-``o2o_topk`` then ``o2o_topk2`` anchors per ground truth (README
     ``assigner_params``). Other task options are accepted and ignored.
     """
@@ -407,4 +412,5 @@ def obb_objective(
         alpha=alpha,
         beta=beta,
         angle_sigmoid=_angle_sigmoid(model),
+        cls_weights=class_weights(gains, int(model.num_classes)),
     )

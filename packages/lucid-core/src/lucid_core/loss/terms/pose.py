@@ -28,8 +28,8 @@ from torch import Tensor
 from lucid_core.assign import TaskAlignedAssigner
 from lucid_core.assign.keypoint_aware import KeypointAwareAssigner
 from lucid_core.geometry.anchors import make_anchors
-from lucid_core.loss.detection import BranchLoss, detection_branch_loss
-from lucid_core.loss.gains import DETECTION_GAINS, branch_topk, resolve_gains
+from lucid_core.loss.detection import BranchLoss, class_weight_tensor, detection_branch_loss
+from lucid_core.loss.gains import DETECTION_GAINS, branch_topk, class_weights, resolve_gains
 from lucid_core.loss.targets import PaddedTargets, pack_targets
 from lucid_core.nn.flow import RealNVP
 from lucid_core.outputs import BranchOutput, TrainOutput
@@ -214,6 +214,7 @@ class PoseLoss:
         keypoint_aware: YOLO26 (keypoint decode without ×2, keypoint-aware assignment, RLE).
         flow: the head's RealNVP (YOLO26) — its parameters are trained through the RLE term.
         assigner: the branch's assigner.
+        cls_weights: one weight per class of the classification term (``None``: unweighted, the reference).
     """
 
     def __init__(
@@ -228,6 +229,7 @@ class PoseLoss:
         keypoint_aware: bool,
         assigner: TaskAlignedAssigner,
         flow: RealNVP | None = None,
+        cls_weights: Sequence[float] | None = None,
     ) -> None:
         self.num_classes = int(num_classes)
         self.reg_max = int(reg_max)
@@ -238,6 +240,7 @@ class PoseLoss:
         self.sigmas = validate_keypoint_sigmas(sigmas, self.kpt_shape[0])
         self.rle_weights = rle_keypoint_weights(self.kpt_shape)
         self.gains = {k: float(v) for k, v in gains.items()}
+        self.cls_weights = class_weight_tensor(cls_weights)
         self.keypoint_aware = bool(keypoint_aware)
         self.assigner = assigner
         self.flow = flow
@@ -305,6 +308,7 @@ class PoseLoss:
             reg_max=self.reg_max,
             gains=(self.gains["box"], self.gains["cls"], self.gains["dfl"]),
             assigner_extras=extras,
+            cls_weights=self.cls_weights,
         )
         assignment = det.assignment
         fg_b, fg_a = assignment.fg_mask.nonzero(as_tuple=True)  # row-major (b, a) order
@@ -416,7 +420,7 @@ def pose_objective(
     ``model`` needs ``num_classes``, ``reg_max``, ``strides`` and ``head`` with ``kpt_shape``; a head with
     ``rle = True`` (YOLO26) gets the keypoint-aware assigner, the ``raw + anchor`` decode and the RLE term
     through ``head.flow_model``. ``gains``: box 7.5, cls 0.5, dfl 1.5 (also the L1 gain), pose 12, kobj 1,
-    rle 1 (README ``meta.hyp``; unknown keys are ignored). ``sigmas``: the dataset's own OKS sigmas (K positive
+    rle 1 (README ``meta.hyp``), ``cls_weights`` (per class; unknown keys are ignored). ``sigmas``: the dataset's own OKS sigmas (K positive
     values) or ``None`` for the README defaults. The one-to-one branch (``one2one``) keeps top-``o2o_topk`` then
     ``o2o_topk2`` anchors per person (README ``assigner_params``).
     """
@@ -454,4 +458,5 @@ def pose_objective(
         keypoint_aware=keypoint_aware,
         assigner=assigner,
         flow=getattr(head, "flow_model", None) if keypoint_aware else None,
+        cls_weights=class_weights(gains, num_classes),
     )

@@ -32,8 +32,8 @@ from torch import Tensor
 
 from lucid_core.assign import TaskAlignedAssigner
 from lucid_core.assign.mask_aware import MaskAwareAssigner, inside_boxes
-from lucid_core.loss.detection import BranchLoss, detection_branch_loss
-from lucid_core.loss.gains import DETECTION_GAINS, branch_topk, resolve_gains
+from lucid_core.loss.detection import BranchLoss, class_weight_tensor, detection_branch_loss
+from lucid_core.loss.gains import DETECTION_GAINS, branch_topk, class_weights, resolve_gains
 from lucid_core.loss.targets import PaddedTargets, pack_targets
 from lucid_core.outputs import BranchOutput, TrainOutput
 
@@ -78,6 +78,7 @@ class SegmentLoss:
         mask_aware: YOLO26's mask-aware assigner (A1–A4) instead of the box-only one.
         semantic: add YOLO26's semantic term (needs ``TrainOutput.semseg``).
         one2one: this is the one-to-one branch: prototypes and semantic logits are detached.
+        cls_weights: one weight per class of the classification term (``None``: unweighted, the reference).
     """
 
     def __init__(
@@ -97,11 +98,13 @@ class SegmentLoss:
         mask_aware: bool = False,
         semantic: bool = False,
         one2one: bool = False,
+        cls_weights: Sequence[float] | None = None,
     ) -> None:
         self.num_classes = int(num_classes)
         self.reg_max = int(reg_max)
         self.strides = tuple(float(s) for s in strides)
         self.gains = (float(box), float(cls), float(dfl))
+        self.cls_weights = class_weight_tensor(cls_weights)
         self.overlap_mask = bool(overlap_mask)
         self.mask_aware = bool(mask_aware)
         self.semantic = bool(semantic)
@@ -223,6 +226,7 @@ class SegmentLoss:
             reg_max=self.reg_max,
             gains=self.gains,
             assigner_extras=extras,
+            cls_weights=self.cls_weights,
         )
         assignment = det.assignment
         fg_mask = assignment.fg_mask
@@ -366,7 +370,7 @@ def segment_objective(
 ) -> SegmentLoss:
     """Task-table factory (``lucid_core.tasks``): the segment objective of one branch of ``model``.
 
-    ``gains`` may hold ``box``, ``cls``, ``dfl`` (7.5, 0.5, 1.5; other keys ignored). ``mask_aware`` defaults to
+    ``gains`` may hold ``box``, ``cls``, ``dfl`` (7.5, 0.5, 1.5) and ``cls_weights`` (other keys ignored). ``mask_aware`` defaults to
     the model being end-to-end (YOLO26), ``semantic`` to its head having the multi-scale prototype module with the
     semantic branch. Other keyword options (e.g. ``mask_ratio``, a data option) are accepted and ignored.
     """
@@ -389,4 +393,5 @@ def segment_objective(
         mask_aware=end2end if mask_aware is None else mask_aware,
         semantic=bool(getattr(head, "multiscale_proto", False)) if semantic is None else semantic,
         one2one=one2one,
+        cls_weights=class_weights(gains, int(model.num_classes)),
     )
