@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from lucid_core.geometry.rotated import rboxes_to_xyxy
-from lucid_core.inference import predict_prepared, prepare_inference_model
+from lucid_core.inference import predict, predict_prepared, prepare_inference_model
 from lucid_core.interop import import_checkpoint
 from lucid_core.models import YOLOModel, build_model
 from lucid_core.results import Detections
@@ -89,6 +89,18 @@ def test_sliced_inference_finds_small_objects_once(blob_net: tuple[YOLOModel, st
     # without the inner-edge rule the 3 px stub of the long object would survive NMS (IoU 0.075 < 0.1)
     (batched,) = predict_sliced(net, image, mode=mode, imgsz=640, batch=1)  # type: ignore[arg-type]
     assert torch.equal(batched.boxes, sliced.boxes)
+
+
+def test_predict_with_slice_is_sliced_inference_on_every_frame(blob_net: tuple[YOLOModel, str]) -> None:
+    net, mode = blob_net
+    image, objects = _scene()
+    (expected,) = predict_sliced(net, image, mode=mode, imgsz=640, slice=640, overlap=0.2, batch=4)  # type: ignore[arg-type]
+    (result,) = predict(net, image, imgsz=640, decode=mode, slice=640, overlap=0.2, batch=4)  # type: ignore[arg-type]
+    assert len(result.detections) == len(objects)
+    assert torch.equal(result.detections.boxes, expected.boxes)
+    assert torch.equal(result.detections.scores, expected.scores)
+    with pytest.raises(ValueError, match="overlap"):
+        predict(net, image, imgsz=640, slice=640, overlap=1.5)
 
 
 def test_an_image_within_one_slice_is_predict_prepared(blob_net: tuple[YOLOModel, str]) -> None:

@@ -85,7 +85,7 @@ def test_synth_is_seeded(tmp_path: Path) -> None:
 
 def test_synth_rejects_bad_options(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="task"):
-        synthesize("classify", tmp_path)
+        synthesize("no-such-task", tmp_path)
     with pytest.raises(ValueError, match="num_classes"):
         synthesize("detect", tmp_path, num_classes=99)
     with pytest.raises(TypeError, match="colour"):

@@ -3,7 +3,9 @@
 Pipeline per frame: the source's frames (:mod:`lucid_core.sources`: files decoded by
 ``torchvision.io.decode_image(mode=RGB, apply_exif_orientation=True)``, videos and streams by OpenCV, in a
 background thread), letterbox to ``imgsz`` with ``auto=True`` (minimum stride-multiple rectangle, as the reference
-predictor does — shared/fixtures/README.md "Input pipeline"), ``/255`` in float32, forward through the model (BN
+predictor does — shared/fixtures/README.md "Input pipeline"; a task whose input is not letterboxed,
+:attr:`lucid_core.tasks.Task.letterbox`, is resized on its shorter side and centre-cropped instead: classification),
+``/255`` in float32, forward through the model (BN
 folded for inference; ``batch`` frames at once), decode (:func:`lucid_core.postprocess`), then undo the letterbox
 with per-axis gains (boxes and keypoints clipped to the image; rotated boxes not clipped; masks cropped and
 resized).
@@ -37,6 +39,7 @@ from torch import Tensor, nn
 from lucid_core.checkpoint import load, source_files
 from lucid_core.decode import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
 from lucid_core.decode.selection import class_filter
+from lucid_core.geometry.center_crop import center_crop, center_crop_geometry
 from lucid_core.geometry.letterbox import (
     LetterboxInfo,
     letterbox,
@@ -53,6 +56,8 @@ from lucid_core.nn.fuse import fuse_model
 from lucid_core.postprocess import postprocess
 from lucid_core.results import Detections, Results
 from lucid_core.sources import IMAGE_SUFFIXES, Frame, FrameReader, ImageLoadError, SourceError, load_image_rgb
+from lucid_core.tasks import get_task
+from lucid_core.tiles import MERGE_NMS_IOU, TileDetections, merge_tiles, slice_windows
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -62,9 +67,11 @@ __all__ = [
     "ImageLoadError",
     "as_rgb_tensor",
     "cached_inference_model",
+    "center_crop_frame",
     "checkpoint_for_predict",
     "decode_branch",
     "forward_for_decode",
+    "frame_input",
     "letterbox_frame",
     "list_image_files",
     "load_image_rgb",
@@ -355,6 +362,8 @@ def predict(
     vid_stride: int = ...,
     names: Sequence[str] | None = ...,
     on_error: Callable[[SourceError], None] | None = ...,
+    slice: int | None = ...,
+    overlap: float = ...,
 ) -> list[Results]: ...
 
 
@@ -377,6 +386,8 @@ def predict(
     vid_stride: int = ...,
     names: Sequence[str] | None = ...,
     on_error: Callable[[SourceError], None] | None = ...,
+    slice: int | None = ...,
+    overlap: float = ...,
 ) -> Iterator[Results]: ...
 
 
@@ -398,6 +409,8 @@ def predict(
     vid_stride: int = 1,
     names: Sequence[str] | None = None,
     on_error: Callable[[SourceError], None] | None = None,
+    slice: int | None = None,
+    overlap: float = 0.2,
 ) -> list[Results] | Iterator[Results]:
     """Detect objects in every image or frame of ``source``: one :class:`~lucid_core.results.Results` each, in
     original-image pixels, on the CPU.
@@ -421,6 +434,10 @@ def predict(
     resolution (the reference's ``retina_masks=True``) instead of at the input size and then resized.
     ``classes``: keep only these class ids (filtered before NMS and ``max_det``, as the reference's ``classes=``);
     ``agnostic_nms``: class-agnostic NMS (top-k: one class per anchor), the reference's ``agnostic_nms=``.
+    ``slice``: sliced inference for small objects on large images — each frame is cut into ``slice``-pixel tiles
+    overlapping by the fraction ``overlap``, ``batch`` tiles per forward pass, each letterboxed to ``imgsz``, and
+    the tiles' detections merged in original pixels (:func:`sliced_frame_detections`, :mod:`lucid_core.tiles`);
+    tasks with boxes only (not classification).
 
     Process-wide state is left alone. A program calling ``predict`` in a loop can opt in to the malloc policy
     ``lucid-predict`` uses by calling :func:`lucid_core.allocator.tune_glibc_malloc` once.
@@ -441,6 +458,7 @@ def predict(
     net, mode = cached_inference_model(model, decode=decode, device=device)
     class_filter(classes, net.num_classes, torch.device("cpu"))  # a bad list fails before any image is read
     label_names = list(names or stored_names or [str(i) for i in range(net.num_classes)])
+    check_slicing(net, slice, overlap)
     reader = FrameReader(
         source,
         vid_stride=vid_stride,
@@ -462,6 +480,8 @@ def predict(
         classes=classes,
         agnostic_nms=agnostic_nms,
         batch=int(batch),
+        slice=slice,
+        overlap=overlap,
     )
     return _closing(results, reader) if stream else list(_closing(results, reader))
 
@@ -507,6 +527,26 @@ def letterbox_frame(
     return torch.from_numpy(out), info
 
 
+def center_crop_frame(
+    image: np.ndarray, imgsz: int | tuple[int, int], *, stride: int = 32, fill: int = 114
+) -> tuple[Tensor, LetterboxInfo]:
+    """The classification network input of a BGR H×W×3 frame as an RGB H×W×3 uint8 tensor: resized on its
+    shorter side and centre-cropped to ``imgsz`` (:mod:`lucid_core.geometry.center_crop`; ``stride`` and ``fill``
+    unused: nothing is padded). The pixels equal :func:`~lucid_core.geometry.center_crop.center_crop`'s."""
+    info = center_crop_geometry((int(image.shape[0]), int(image.shape[1])), imgsz)
+    new_w, new_h = info.new_unpad_wh
+    same = (new_w, new_h) == (image.shape[1], image.shape[0])
+    resized = image if same else _resize_hwc(image, (new_w, new_h))
+    (h, w), top, left = info.input_hw, -info.top, -info.left
+    return torch.from_numpy(np.ascontiguousarray(resized[top : top + h, left : left + w, ::-1])), info
+
+
+def frame_input(net: YOLOModel) -> Callable[..., tuple[Tensor, LetterboxInfo]]:
+    """How a frame becomes ``net``'s input: :func:`letterbox_frame`, or :func:`center_crop_frame` for a task
+    whose input is not letterboxed (:attr:`lucid_core.tasks.Task.letterbox`: classification)."""
+    return letterbox_frame if get_task(str(net.task)).letterbox else center_crop_frame
+
+
 def predict_frames(
     net: YOLOModel,
     frames: Iterable[Frame],
@@ -522,12 +562,15 @@ def predict_frames(
     classes: Sequence[int] | None = None,
     agnostic_nms: bool = False,
     batch: int = 1,
+    slice: int | None = None,
+    overlap: float = 0.2,
 ) -> Iterator[Results]:
     """The streaming core of :func:`predict`: one :class:`Results` per frame of ``frames`` (BGR
     :class:`~lucid_core.sources.Frame` objects), with a model made ready by :func:`prepare_inference_model`.
 
     Up to ``batch`` consecutive frames of equal letterboxed size share one forward pass; a frame is handed out
-    as soon as its batch is done, and nothing is kept after.
+    as soon as its batch is done, and nothing is kept after. With ``slice``, every frame is predicted on its tiles
+    (:func:`sliced_frame_detections`, ``batch`` tiles per forward pass).
     """
     pairs = predict_frame_pairs(
         net,
@@ -543,6 +586,8 @@ def predict_frames(
         classes=classes,
         agnostic_nms=agnostic_nms,
         batch=batch,
+        slice=slice,
+        overlap=overlap,
     )
     try:
         for _, result in pairs:
@@ -566,10 +611,39 @@ def predict_frame_pairs(
     classes: Sequence[int] | None = None,
     agnostic_nms: bool = False,
     batch: int = 1,
+    slice: int | None = None,
+    overlap: float = 0.2,
 ) -> Generator[tuple[Frame, Results], None, None]:
     """:func:`predict_frames` yielding each frame with its result (for writers that need the frame's source)."""
     stride = max(net.strides)
+    prepare_frame = frame_input(net)
     memory_format = torch.channels_last if wants_channels_last(net) else torch.contiguous_format
+    if slice is not None:
+        check_slicing(net, slice, overlap)
+        for frame in frames:
+            start = time.perf_counter()
+            det = sliced_frame_detections(
+                net,
+                frame.image,
+                mode=mode,
+                imgsz=imgsz,
+                slice=slice,
+                overlap=overlap,
+                batch=batch,
+                conf=conf,
+                iou=iou,
+                max_det=max_det,
+                device=device,
+                retina_masks=retina_masks,
+                classes=classes,
+                agnostic_nms=agnostic_nms,
+                memory_format=memory_format,
+            )
+            yield (
+                frame,
+                _frame_results(frame, det, names, net, {"inference": (time.perf_counter() - start) * 1e3}),
+            )
+        return
     run = functools.partial(
         _predict_batch,
         net,
@@ -587,7 +661,7 @@ def predict_frame_pairs(
     pending: list[_Pending] = []
     for frame in frames:
         start = time.perf_counter()
-        padded, info = letterbox_frame(frame.image, imgsz, stride=stride)
+        padded, info = prepare_frame(frame.image, imgsz, stride=stride)
         prep_s = time.perf_counter() - start
         if pending and pending[0][2].input_hw != info.input_hw:
             yield from run(pending)
@@ -650,19 +724,105 @@ def _predict_batch(
         )
         det = detections_to_original(det.to("cpu"), info, masks_in_original=retina_masks)
         post_ms = (time.perf_counter() - start) * 1e3
-        yield (
-            frame,
-            Results(
-                det,
-                names=names,
-                orig_img=frame.image,
-                orig_shape=frame.shape,
-                path=frame.source,
-                frame=None if frame.kind == "image" else frame.index,
-                speed={"preprocess": prep_s * 1e3, "inference": infer_ms, "postprocess": post_ms},
-                task=net.task,
-            ),
+        speed = {"preprocess": prep_s * 1e3, "inference": infer_ms, "postprocess": post_ms}
+        yield frame, _frame_results(frame, det, names, net, speed)
+
+
+def _frame_results(
+    frame: Frame, det: Detections, names: Sequence[str], net: YOLOModel, speed: dict[str, float]
+) -> Results:
+    """The :class:`Results` of ``frame`` holding ``det`` (original pixels)."""
+    return Results(
+        det,
+        names=names,
+        orig_img=frame.image,
+        orig_shape=frame.shape,
+        path=frame.source,
+        frame=None if frame.kind == "image" else frame.index,
+        speed=speed,
+        task=net.task,
+    )
+
+
+def check_slicing(net: YOLOModel, slice: int | None, overlap: float) -> None:
+    """A ValueError naming the value unless ``slice``/``overlap`` can tile ``net``'s inputs (None: no slicing)."""
+    if slice is None:
+        return
+    if not get_task(str(net.task)).letterbox:
+        raise ValueError(
+            f"predict: slice={slice}: sliced inference needs a task with boxes, not {net.task!r}"
         )
+    if int(slice) < 1:
+        raise ValueError(f"predict: slice must be a positive number of pixels, got {slice}")
+    if not 0.0 <= float(overlap) < 1.0:
+        raise ValueError(f"predict: overlap must be a fraction in [0, 1), got {overlap}")
+
+
+def sliced_frame_detections(
+    net: YOLOModel,
+    image: np.ndarray,
+    *,
+    mode: Literal["nms", "topk"],
+    imgsz: int | tuple[int, int] = 640,
+    slice: int = 640,
+    overlap: float = 0.2,
+    batch: int = 8,
+    conf: float = PREDICT_CONF,
+    iou: float = DEFAULT_IOU,
+    max_det: int = DEFAULT_MAX_DET,
+    device: str | torch.device = "cpu",
+    retina_masks: bool = False,
+    classes: Sequence[int] | None = None,
+    agnostic_nms: bool = False,
+    merge_iou: float = MERGE_NMS_IOU,
+    memory_format: torch.memory_format | None = None,
+) -> Detections:
+    """Detections of a BGR H×W×3 frame predicted on ``slice``-pixel tiles overlapping by ``overlap``
+    (:func:`~lucid_core.tiles.slice_windows`), ``batch`` tiles per forward pass, each letterboxed to ``imgsz`` and
+    decoded like a whole image (``conf``, ``iou``, ``max_det`` per tile), then merged in original pixels
+    (:func:`~lucid_core.tiles.merge_tiles`, IoU ``merge_iou``; ``max_det`` caps the merge). A frame no larger than
+    ``slice`` is one tile: the whole-image result."""
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    if memory_format is None:
+        memory_format = torch.channels_last if wants_channels_last(net) else torch.contiguous_format
+    stride = max(net.strides)
+    h, w = int(image.shape[0]), int(image.shape[1])
+    windows = slice_windows(h, w, slice, overlap)
+    tiles: list[TileDetections] = []
+    for begin in range(0, len(windows), batch):
+        chunk = windows[begin : begin + batch]
+        prepared = [
+            letterbox_frame(np.ascontiguousarray(image[y0:y1, x0:x1]), imgsz, stride=stride)
+            for x0, y0, x1, y1 in chunk
+        ]
+        info = prepared[0][1]  # every window of an image has the same size: one letterbox for all
+        stacked = torch.stack([padded for padded, _ in prepared]).permute(0, 3, 1, 2)
+        x = stacked.to(device=device, dtype=torch.float32, memory_format=memory_format).div_(255)
+        with torch.inference_mode():
+            output = forward_for_decode(net, x, mode)
+        if isinstance(output, TrainOutput):
+            raise RuntimeError("predict: the model returned training outputs in eval mode")
+        for index, window in enumerate(chunk):
+            (det,) = postprocess(
+                _select(output, index) if len(chunk) > 1 else output,
+                task=net.task,
+                nc=net.num_classes,
+                mode=mode,
+                conf=conf,
+                iou=iou,
+                max_det=max_det,
+                kpt_shape=net.kpt_shape,
+                input_hw=info.input_hw,
+                retina_letterbox=info if retina_masks else None,
+                classes=classes,
+                agnostic=agnostic_nms,
+            )
+            original = detections_to_original(det.to("cpu"), info, masks_in_original=retina_masks)
+            tiles.append(TileDetections(window, original))
+    if len(tiles) == 1:
+        return tiles[0].detections
+    return merge_tiles(tiles, (h, w), merge_iou=merge_iou, max_det=max_det, agnostic=agnostic_nms)
 
 
 def predict_prepared(
@@ -685,11 +845,12 @@ def predict_prepared(
     """
     class_filter(classes, net.num_classes, torch.device("cpu"))  # a bad list fails before any image is read
     stride = max(net.strides)
+    boxed = get_task(str(net.task)).letterbox  # else shorter-side resize + centre crop (classification)
     memory_format = torch.channels_last if wants_channels_last(net) else torch.contiguous_format
     results: list[Detections] = []
     for item in _image_list(images):
         rgb = as_rgb_tensor(item)
-        padded, info = letterbox(rgb, imgsz, auto=True, stride=stride)
+        padded, info = letterbox(rgb, imgsz, auto=True, stride=stride) if boxed else center_crop(rgb, imgsz)
         x = padded[None].to(device=device, dtype=torch.float32, memory_format=memory_format) / 255
         with torch.inference_mode():
             output = forward_for_decode(net, x, mode)

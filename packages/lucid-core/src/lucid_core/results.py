@@ -500,8 +500,10 @@ class Results:
         return records
 
     def to_dict(self) -> dict[str, Any]:
-        """The image's metadata and :meth:`summary` records (what :meth:`to_json` serialises)."""
-        return {
+        """The image's metadata and :meth:`summary` records (what :meth:`to_json` serialises); a classifier's
+        image also has ``probs``: ``data`` (every class probability), ``top1``, ``top1_name``, ``top1conf``,
+        ``top5``, ``top5conf``."""
+        data: dict[str, Any] = {
             "path": self.path,
             "frame": self.frame,
             "orig_shape": list(self.orig_shape),
@@ -509,6 +511,17 @@ class Results:
             "speed": self.speed,
             "detections": self.summary(),
         }
+        if self.detections.probs is not None:
+            probs = Probs(self.detections.probs.detach().float().cpu())
+            data["probs"] = {
+                "data": [float(v) for v in probs._data],
+                "top1": probs.top1,
+                "top1_name": self.name(probs.top1),
+                "top1conf": float(probs.top1conf),
+                "top5": probs.top5,
+                "top5conf": [float(v) for v in probs.top5conf],
+            }
+        return data
 
     def to_json(self, indent: int | None = None) -> str:
         """:meth:`to_dict` as JSON (one line when ``indent`` is None: a JSONL line); :meth:`from_json` reads it."""
@@ -538,6 +551,8 @@ class Results:
             det.rboxes = torch.tensor([r["rbox"] for r in records], dtype=torch.float32).reshape(-1, 5)
         if records and "mask" in records[0]:
             det.masks = torch.stack([rle_to_mask(r["mask"]) for r in records])
+        if data.get("probs") is not None:
+            det.probs = torch.tensor(data["probs"]["data"], dtype=torch.float32)
         if names is None:
             names = {int(r["label"]): str(r["name"]) for r in records}
         return cls(

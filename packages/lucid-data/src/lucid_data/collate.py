@@ -6,7 +6,8 @@ cx, cy, w, h; keypoints (N, K, 3) with x, y normalised (pose); rboxes (N, 5) nor
 value k+1 = the image's k-th target, targets sorted by mask area) or (N, H/r, W/r) uint8 0/1 per-instance masks —,
 sem_masks (B, H/r, W/r) float32 class ids (`lucid_data.masks`, fixture README R1–R6) and segments (list of N
 normalised (P, 2) float32 tensors); hsv_gains (B, 3) float64, only from a dataset with ``defer_hsv``; targets
-(per-image `Targets` in network-input pixels); meta.
+(per-image `Targets` in network-input pixels); meta. Samples of an image-level task (classify: a ``"label"`` each)
+give images, cls (B,) int64 (one class index per image), targets and meta.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ def collate(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if not samples:
         raise ValueError("collate: empty list of samples")
     images = torch.stack([s["image"] for s in samples])
+    if "label" in samples[0]:  # image-level samples (classification): one class index per image
+        return {
+            "images": images,
+            "cls": torch.tensor([int(s["label"]) for s in samples], dtype=torch.int64),
+            "targets": [s["targets"] for s in samples],
+            "meta": [s["meta"] for s in samples],
+        }
     _, _, height, width = images.shape
     norm = np.array([width, height, width, height], dtype=np.float32)
     targets = [s["targets"] for s in samples]

@@ -2,7 +2,11 @@
 
 A sample carries the target fields its task declares (`lucid_core.tasks.get_task(task).target_fields`): masks →
 polygons (and the mask maps of `lucid_data.masks`), keypoints → keypoints, rboxes → rotated boxes with their
-polygons; boxes and classes always.
+polygons; boxes and classes always. An image-level task (classify, `Task.image_level`) gets the classification
+transforms instead (`lucid_data.augment.classify`: a random resized crop over the area range the config's `scale`
+gives, flips and HSV jitter for training, shorter side resize + centre crop for evaluation, both to a square imgsz
+from the full-resolution image) and its sample a `"label"` (the image's class index) beside targets holding that
+class over the whole input.
 
 Training (`augment=True`): the `AugmentPipeline` (mosaic, affine, HSV, flips, …; `AugmentConfig` defaults) on
 images whose long side is resized to imgsz. Evaluation (`augment=False`): `lucid_core.geometry.letterbox.letterbox`
@@ -38,6 +42,7 @@ from torch.utils.data import Dataset
 
 from lucid_core.geometry.letterbox import LetterboxInfo, letterbox
 from lucid_core.tasks import get_task
+from lucid_data.augment.classify import classify_eval, classify_train, crop_scale
 from lucid_data.augment.geometry import (
     polygons_to_min_area_rboxes,
     rboxes_to_corners,
@@ -171,6 +176,8 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         self.task: Task = task or source.task
         #: the target fields every sample carries (the task's `target_fields`)
         self.target_fields = get_task(self.task).target_fields
+        #: one class per image (classification transforms, `"label"` samples) instead of instance targets
+        self.image_level = get_task(self.task).image_level
         self.names = dict(source.names)
         self.kpt_shape = source.kpt_shape
         self.flip_idx = list(source.flip_idx) if source.flip_idx is not None else None
@@ -260,12 +267,18 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         """Letterbox evaluation samples to rectangular, aspect-sorted batches (`lucid_data.rect.rect_batches`).
 
         Returns the `RectBatches` whose index batches a `RectBatchSampler` must serve (an image's shape is its
-        batch's). Evaluation datasets only (`augment=False`).
+        batch's). Evaluation datasets only (`augment=False`). An image-level task's inputs are all the square imgsz
+        centre crop: its batches are consecutive indices, each of shape (imgsz, imgsz).
         """
         if self.augment:
             raise ValueError(
                 "use_rect_batches: rectangular batches are for evaluation datasets (augment=False)"
             )
+        if self.image_level:
+            chunks = [
+                tuple(range(i, min(i + batch_size, len(self)))) for i in range(0, len(self), batch_size)
+            ]
+            return RectBatches(tuple(chunks), tuple((self.imgsz, self.imgsz) for _ in chunks))
         batches = rect_batches(
             [self._load_size(r) for r in self.records], batch_size, self.imgsz, stride=stride, pad=pad
         )
@@ -316,7 +329,7 @@ class DetectionDataset(Dataset[dict[str, Any]]):
     # ----------------------------------------------------------------- loading
     def _load_size(self, record: ImageRecord) -> tuple[int, int]:
         h, w = record.size_hw if record.size_hw and record.size_hw[0] > 0 else image_size(record.path)
-        if not self.augment:
+        if not self.augment or self.image_level:
             return int(h), int(w)
         r = self.imgsz / max(h, w)
         return min(math.ceil(h * r), self.imgsz), min(math.ceil(w * r), self.imgsz)
@@ -324,7 +337,7 @@ class DetectionDataset(Dataset[dict[str, Any]]):
     def _decode(self, record: ImageRecord) -> np.ndarray:
         """The load step: decode; for training also resize the long side to imgsz (what the cache stores)."""
         image = load_image(record.path)
-        if self.augment:
+        if self.augment and not self.image_level:  # the classification crop reads the full-resolution image
             image, _ = resize_long_side(image, self.imgsz)
         return image
 
@@ -440,6 +453,8 @@ class DetectionDataset(Dataset[dict[str, Any]]):
             )
         if not 0 <= index < len(self.records):
             raise IndexError(f"index {index} out of range for a dataset of {len(self.records)} images")
+        if self.image_level:
+            return self._image_label_sample(index)
         letterbox_info = None
         hsv_gains: list[np.ndarray] | None = [] if (self.augment and self.defer_hsv) else None
         if self.augment:
@@ -493,6 +508,51 @@ class DetectionDataset(Dataset[dict[str, Any]]):
             sample["masks"] = seg.masks
             sample["sem_masks"] = seg.sem_masks
         return sample
+
+    def _image_label_sample(self, index: int) -> dict[str, Any]:
+        """The sample of an image-level task: the classification transform of the image (module docstring), its
+        ``"label"``, targets of that class over the whole input, and the meta (``letterbox``: the centre crop's
+        placement in evaluation, None in training)."""
+        used, original = self._image(index)
+        info = None
+        if self.augment:
+            c = self.config
+            hsv = (c.hsv_h, c.hsv_s, c.hsv_v)
+            image = classify_train(
+                original,
+                self.imgsz,
+                self.rng_for(index),
+                fliplr=c.fliplr,
+                flipud=c.flipud,
+                hsv=hsv,
+                scale=crop_scale(c.scale),
+            )
+        else:
+            image, info = classify_eval(original, self.imgsz)
+        record = self.records[used]
+        label = int(record.targets.labels[0])
+        orig = (
+            (int(record.size_hw[0]), int(record.size_hw[1])) if record.size_hw else record.targets.orig_size
+        )
+        h, w = image.shape[:2]
+        targets = Targets(
+            boxes=np.array([[0, 0, w, h]], np.float32),
+            labels=np.array([label], np.int64),
+            image_id=record.image_id,
+            orig_size=orig,
+        )
+        return {
+            "image": torch.from_numpy(_hwc_to_chw(image)),
+            "label": label,
+            "targets": targets,
+            "meta": {
+                "image_id": record.image_id,
+                "path": str(record.path),
+                "orig_size": orig,
+                "letterbox": info,
+                "index": used,
+            },
+        }
 
 
 def _hwc_to_chw(image: np.ndarray) -> np.ndarray:

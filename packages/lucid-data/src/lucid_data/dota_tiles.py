@@ -1,7 +1,7 @@
 """DOTA devkit split and merge for evaluation: whole scenes → named tiles, tile detections → whole scenes.
 
 The tiling geometry (:func:`tile_windows`) and the greedy polygon NMS (:func:`polygon_nms`) come from
-:mod:`lucid_core.slicing` and are re-exported here; ``readers.dota`` uses both to tile labelled scenes and merge
+:mod:`lucid_core.tiles` and are re-exported here; ``readers.dota`` uses both to tile labelled scenes and merge
 tile predictions.
 
 Split (the DOTA devkit's ``ImgSplit`` / ``SplitOnlyImage``, github.com/CAPTAIN-WHU/DOTA_devkit): for every
@@ -33,9 +33,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from lucid_core.slicing import MERGE_NMS_IOU as MERGE_NMS_IOU  # re-exported
-from lucid_core.slicing import polygon_nms as polygon_nms
-from lucid_core.slicing import tile_windows as tile_windows
+from lucid_core.tiles import MERGE_NMS_IOU as MERGE_NMS_IOU  # re-exported
+from lucid_core.tiles import polygon_nms as polygon_nms
+from lucid_core.tiles import tile_windows as tile_windows
 from lucid_data.imageio import IMAGE_SUFFIXES, load_image
 
 DEFAULT_TILE_SIZE = 1024

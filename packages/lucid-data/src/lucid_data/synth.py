@@ -10,6 +10,13 @@ along their local y axis by U(0.35, 0.75), so no rectangle is a square whose dir
 rotated circle is an ellipse) and keypoints are 5 per instance — the leftmost, rightmost, topmost and bottommost
 vertices and the centre — with `flip_idx = [1, 0, 2, 3, 4]` (left ↔ right on a horizontal flip).
 
+An image-level task (classify, `Task.image_level`) gets the folder-per-class layout instead
+(`lucid_data.readers.folders`: `train/<shape>/*.jpg`, `val/<shape>/*.jpg`, no labels): one shape per image, image i
+of a split showing class `i mod num_classes` (balanced classes), on the same backgrounds (`synthesize_classify`).
+Each image is a crop around its object, as a second-stage classifier sees one: the shape spans 70–95 % of the side
+(`CLASSIFY_SIZE`; the smaller detection sizes make a from-scratch classifier learn far slower, docs/TRAINING.md
+"Classification").
+
 Objects are large (15–50 % of the image side by default), 1–4 per image, never overlapping, in saturated colours
 over a low-saturation textured background, so a small detector separates them quickly; all knobs are keyword
 arguments. Image i of a split is a function of (seed, split, i) only. JPEG quality 95 is the default format:
@@ -35,6 +42,7 @@ from lucid_data.readers.geometry import canonical_rboxes
 
 __all__ = [
     "BOX_FORMAT",
+    "CLASSIFY_SIZE",
     "FLIP_IDX",
     "KEYPOINT_NAMES",
     "LABEL_FORMATS",
@@ -43,12 +51,15 @@ __all__ = [
     "SynthConfig",
     "label_format",
     "synthesize",
+    "synthesize_classify",
 ]
 
 SHAPE_KINDS = ("circle", "square", "triangle", "star", "cross", "ellipse", "hexagon", "pentagon")
 KEYPOINT_NAMES = ("leftmost", "rightmost", "topmost", "bottommost", "centre")
 FLIP_IDX = [1, 0, 2, 3, 4]
 OBB_ASPECT = (0.35, 0.75)  # default `aspect` of the obb synthesis (squashed shapes, non-square rectangles)
+#: default (min_size, max_size) of the classify synthesis: a crop around one object (module docstring)
+CLASSIFY_SIZE = (0.7, 0.95)
 
 
 def _regular(n: int, radius_y: float = 1.0, start: float = -math.pi / 2) -> np.ndarray:
@@ -166,14 +177,15 @@ def _random_color(rng: np.random.Generator) -> tuple[int, int, int]:
     return int(rgb[0]), int(rgb[1]), int(rgb[2])
 
 
-def _place(rng: np.random.Generator, cfg: SynthConfig) -> list[_Instance]:
+def _place(rng: np.random.Generator, cfg: SynthConfig, fixed: int | None = None) -> list[_Instance]:
+    """Up to a drawn number of non-overlapping shapes; ``fixed`` fixes every shape's class (else drawn)."""
     s = cfg.imgsz
     count = int(rng.integers(cfg.min_objects, cfg.max_objects + 1))
     placed: list[_Instance] = []
     boxes: list[np.ndarray] = []
     for _ in range(count):
         for _attempt in range(12):
-            label = int(rng.integers(0, cfg.num_classes))
+            label = int(rng.integers(0, cfg.num_classes)) if fixed is None else fixed
             unit = _UNIT_SHAPES[SHAPE_KINDS[label]]
             if cfg.aspect != (1.0, 1.0):  # squashed shapes (obb): the rectangle's direction is visible
                 unit = unit * np.array([1.0, rng.uniform(*cfg.aspect)])
@@ -307,10 +319,15 @@ def _label_lines(fmt: LabelFormat, instances: list[_Instance], s: int) -> list[s
     return lines
 
 
-def render_image(rng: np.random.Generator, cfg: SynthConfig) -> tuple[np.ndarray, list[_Instance]]:
-    """One RGB uint8 image and its instances (polygons in pixels)."""
+def render_image(
+    rng: np.random.Generator, cfg: SynthConfig, label: int | None = None
+) -> tuple[np.ndarray, list[_Instance]]:
+    """One RGB uint8 image and its instances (polygons in pixels); with ``label``, at least one shape, all of
+    that class (placement is drawn again until one fits)."""
     image = _background(rng, cfg)
-    instances = _place(rng, cfg)
+    instances = _place(rng, cfg, label)
+    while label is not None and not instances:
+        instances = _place(rng, cfg, label)
     canvas = np.clip(image, 0, 255).astype(np.uint8)
     for inst in instances:
         cv2.fillPoly(canvas, [np.round(inst.polygon * 16).astype(np.int32)], inst.color, cv2.LINE_AA, shift=4)
@@ -342,12 +359,17 @@ def synthesize(
 
     Extra keyword options are `SynthConfig` fields (min_objects, max_objects, min_size, max_size, rotate,
     background_contrast, noise, image_format, jpeg_quality, aspect — default `OBB_ASPECT` for rboxes). The labels
-    follow the task's target field (`LABEL_FORMATS`; boxes for a task without one).
+    follow the task's target field (`LABEL_FORMATS`; boxes for a task without one). An image-level task
+    (classify) gets :func:`synthesize_classify`'s folder-per-class dataset and its root folder is returned.
     """
     if task not in TASKS:
         raise ValueError(f"task must be one of {tuple(TASKS)}, got {task!r}")
     if n_train < 1 or n_val < 0:
         raise ValueError(f"need n_train >= 1 and n_val >= 0, got {n_train}, {n_val}")
+    if get_task(task).image_level:
+        return synthesize_classify(
+            output, n_train=n_train, n_val=n_val, imgsz=imgsz, num_classes=num_classes, seed=seed, **options
+        )
     fmt = label_format(task)
     for key, value in fmt.defaults.items():
         options.setdefault(key, value)
@@ -379,3 +401,58 @@ def synthesize(
     yaml_path = root / "data.yaml"
     _write_atomic(yaml_path, yaml.safe_dump(data, sort_keys=False).encode())
     return yaml_path
+
+
+def synthesize_classify(
+    output: str | Path,
+    *,
+    n_train: int = 2000,
+    n_val: int = 200,
+    imgsz: int = 160,
+    num_classes: int = 3,
+    seed: int = 0,
+    **options: object,
+) -> Path:
+    """Write a synthetic folder-per-class classification dataset under ``output``; return its root folder.
+
+    ``output/<split>/<shape>/<split>_<i>.jpg``: one shape per image (``min_objects``/``max_objects`` are fixed at
+    1) spanning ``min_size``–``max_size`` of the side (default `CLASSIFY_SIZE`), image i of a split of class
+    ``i mod num_classes``; the other keyword options are `SynthConfig` fields.
+    Image i of a split is a function of (seed, split, i) only. The layout is the one
+    `lucid_data.readers.folders` reads (class names = the sorted folder names, so the shape kinds are written with
+    a two-digit index prefix only when their names would sort out of class order).
+    """
+    if n_train < 1 or n_val < 0:
+        raise ValueError(f"need n_train >= 1 and n_val >= 0, got {n_train}, {n_val}")
+    for key in ("min_objects", "max_objects"):
+        if options.get(key, 1) != 1:
+            raise ValueError(
+                f"synthesize_classify: one shape per image; {key} must be 1, got {options[key]!r}"
+            )
+        options.pop(key, None)
+    options.setdefault("min_size", CLASSIFY_SIZE[0])
+    options.setdefault("max_size", CLASSIFY_SIZE[1])
+    cfg = SynthConfig(imgsz=imgsz, num_classes=num_classes, min_objects=1, max_objects=1, **options)  # type: ignore[arg-type]
+    root = Path(output).resolve()
+    names = class_folder_names(cfg.num_classes)
+    suffix = ".jpg" if cfg.image_format == "jpg" else ".png"
+    params = [int(cv2.IMWRITE_JPEG_QUALITY), int(cfg.jpeg_quality)] if suffix == ".jpg" else []
+    for split_id, (split, count) in enumerate((("train", n_train), ("val", n_val))):
+        for name in names:
+            (root / split / name).mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            label = i % cfg.num_classes
+            rng = np.random.default_rng(np.random.SeedSequence([seed, split_id, i]))
+            image, _ = render_image(rng, cfg, label)
+            ok, encoded = cv2.imencode(suffix, cv2.cvtColor(image, cv2.COLOR_RGB2BGR), params)
+            if not ok:  # pragma: no cover - cv2 always encodes a valid uint8 image
+                raise RuntimeError(f"cv2 could not encode {suffix} image {i}")
+            (root / split / names[label] / f"{split}_{i:06d}{suffix}").write_bytes(encoded.tobytes())
+    return root
+
+
+def class_folder_names(num_classes: int) -> list[str]:
+    """The class folder names of the first ``num_classes`` shape kinds, in class order once sorted (the folder
+    reader's rule): the kinds themselves when they already sort so, else ``"<index:02d>_<kind>"``."""
+    kinds = list(SHAPE_KINDS[:num_classes])
+    return kinds if kinds == sorted(kinds) else [f"{i:02d}_{kind}" for i, kind in enumerate(kinds)]

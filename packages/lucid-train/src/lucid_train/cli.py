@@ -41,6 +41,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI  # noqa:
 
 from lucid_core.allocator import tune_glibc_malloc  # noqa: E402
 from lucid_core.cli_errors import run_cli  # noqa: E402
+from lucid_core.tasks import TASKS, get_task  # noqa: E402
 from lucid_train.accel import AccelFlags  # noqa: E402
 from lucid_train.batch_predict import predict_main  # noqa: E402
 from lucid_train.callbacks import default_callbacks  # noqa: E402
@@ -67,6 +68,8 @@ from lucid_train.validation import (  # noqa: E402
 
 #: the settings of the embedded default run (synthetic shapes, yolo26 n, CPU); see the module docstring.
 EMBEDDED_DEFAULT_CONFIG = Path(__file__).with_name("configs") / "shapes_default.yaml"
+#: the embedded default run of an image-level task (``--model.task classify`` alone): docs/TRAINING.md
+EMBEDDED_IMAGE_LEVEL_CONFIG = Path(__file__).with_name("configs") / "classify_default.yaml"
 #: subcommands that take the embedded default when they are given no data and no config.
 SUBCOMMANDS = ("fit", "validate", "test")
 #: epochs for a real dataset when ``--trainer.max_epochs`` is not given (reference default).
@@ -270,7 +273,8 @@ def with_embedded_default(args: list[str]) -> list[str]:
     """``args`` with a ``--config`` after the subcommand when neither data nor a config is given.
 
     With ``--ckpt_path`` alone that is the run's own ``config.yaml`` next to the checkpoint (a resume continues the
-    run it belongs to); without a checkpoint it is :data:`EMBEDDED_DEFAULT_CONFIG`.
+    run it belongs to); without a checkpoint it is :data:`EMBEDDED_DEFAULT_CONFIG`, or
+    :data:`EMBEDDED_IMAGE_LEVEL_CONFIG` when ``--model.task`` names an image-level task (classification).
     """
     if not args or args[0] not in SUBCOMMANDS:
         return args
@@ -291,7 +295,10 @@ def with_embedded_default(args: list[str]) -> list[str]:
             file=sys.stderr,
         )
         return [args[0], "--config", str(run_config), *args[1:]]
-    return [args[0], "--config", str(EMBEDDED_DEFAULT_CONFIG), *args[1:]]
+    task = _option_value(args, "--model.task")
+    image_level = task is not None and task in TASKS and get_task(task).image_level
+    config = EMBEDDED_IMAGE_LEVEL_CONFIG if image_level else EMBEDDED_DEFAULT_CONFIG
+    return [args[0], "--config", str(config), *args[1:]]
 
 
 def build_cli(args: list[str] | None = None, *, run: bool = True) -> LucidTrainCLI:

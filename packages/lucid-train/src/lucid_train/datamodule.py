@@ -15,6 +15,11 @@ bytes fresh workers, or no workers, would make (tested).
 Validation (the reference's validation protocol): batches of twice the training batch, rectangular and
 aspect-sorted (``lucid_data.rect``: each batch letterboxed to its own stride-aligned shape, ``pad = 0.5`` stride),
 sharded over DDP ranks by whole batches; the module gathers the per-image results to rank 0 before scoring.
+
+An image-level task (classify, ``Task.image_level``) reads the folder-per-class layout (``lucid_data.readers.
+folders``; the synthetic default is written in it), trains on the classification transforms and validates on
+consecutive batches of square centre crops (``lucid_data.augment.classify``); a real dataset's default image size
+is the task's (``Task.default_imgsz``: 224).
 """
 
 from __future__ import annotations
@@ -64,7 +69,9 @@ RECT_PAD = 0.5
 class SynthConfig:
     """Parameters of the synthetic shapes dataset used when ``data.root`` is not given.
 
-    Every field is passed to ``lucid_data.synth.synthesize``. The embedded default run sets them in
+    Every field is passed to ``lucid_data.synth.synthesize`` (an image-level task, classify, draws one shape per
+    image filling most of it: ``min_objects``, ``max_objects``, ``min_size`` and ``max_size`` do not apply there,
+    ``lucid_data.synth.CLASSIFY_SIZE``). The embedded default run sets them in
     ``lucid_train/configs/shapes_default.yaml``; these dataclass defaults apply only to a run that names its own
     ``--config`` without a ``data.root``.
     """
@@ -109,9 +116,22 @@ def shapes_cache_name(config: SynthConfig, task: str = "detect") -> str:
 
 
 def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None, task: str = "detect") -> Path:
-    """Path of the data YAML of the synthetic shapes dataset of ``task`` for ``config``, synthesising it when absent."""
+    """Path of the data YAML of the synthetic shapes dataset of ``task`` for ``config`` (an image-level task: its
+    folder-per-class root), synthesising it when absent."""
     base = cache_dir if cache_dir is not None else cache_root()
     target = base / shapes_cache_name(config, task)
+    # an image-level task draws one shape per image, a crop around it (lucid_data.synth.CLASSIFY_SIZE): the
+    # detection set's object counts and sizes do not apply
+    objects = (
+        {}
+        if get_task(task).image_level
+        else {
+            "min_objects": config.min_objects,
+            "max_objects": config.max_objects,
+            "min_size": config.min_size,
+            "max_size": config.max_size,
+        }
+    )
     marker = target / "lucid-synth.json"
     if marker.is_file():
         return target / str(json.loads(marker.read_text())["yaml"])
@@ -127,10 +147,7 @@ def shapes_dataset(config: SynthConfig, cache_dir: Path | None = None, task: str
                 imgsz=config.imgsz,
                 num_classes=config.num_classes,
                 seed=config.seed,
-                min_objects=config.min_objects,
-                max_objects=config.max_objects,
-                min_size=config.min_size,
-                max_size=config.max_size,
+                **objects,
             )
         )
         atomic_write_json(
@@ -178,7 +195,8 @@ class YOLODataModule(pl.LightningDataModule):
         root: a YOLO data YAML, YOLO images/labels folder or COCO JSON; ``None`` = the synthetic shapes dataset.
         train_split: split used for training.
         val_split: split used for validation (in-training and ``lucid-train validate``).
-        imgsz: network input size; ``None`` = 640 for a real dataset, ``synth.imgsz`` for the shapes dataset.
+        imgsz: network input size; ``None`` = the task's default for a real dataset (640; classify 224),
+            ``synth.imgsz`` for the shapes dataset.
         batch_size: training images per batch and per process (validation batches hold twice as many).
         workers: dataloader worker processes.
         seed: seed of the sampler permutation and of the augmentation streams.
@@ -246,7 +264,7 @@ class YOLODataModule(pl.LightningDataModule):
                     "YOLO images/labels folder or a COCO annotation JSON. Omit --data.root to train on the "
                     "synthetic shapes dataset."
                 )
-            default_imgsz = 640
+            default_imgsz = get_task(self.task).default_imgsz
         self.imgsz = int(imgsz) if imgsz is not None else default_imgsz
         self.train_split = train_split
         self.val_split = val_split
@@ -269,6 +287,11 @@ class YOLODataModule(pl.LightningDataModule):
         self.num_classes = len(self.names)
         #: the task the dataset was written for; a task that needs only boxes (detect) trains on its boxes.
         self.source_task: str = str(train.task)
+        if get_task(self.source_task).image_level and not get_task(self.task).image_level:
+            raise TrainingSetupError(
+                f"{self.root}: the dataset is a folder-per-class {self.source_task!r} dataset (one class per image, "
+                f"no instances) but --model.task is {self.task!r}; train it with --model.task {self.source_task}."
+            )
         if self._target_fields and self.source_task != self.task:
             raise TrainingSetupError(
                 f"{self.root}: the dataset is a {self.source_task!r} dataset but --model.task is {self.task!r}; "
@@ -449,8 +472,10 @@ class YOLODataModule(pl.LightningDataModule):
     def prepare_epoch(self, epoch: int, max_epochs: int) -> bool:
         """Set the train dataset's epoch (mosaic closes for the last ``close_mosaic`` epochs). True when closed now."""
         dataset = self.train_dataset
-        was_on = bool(getattr(dataset, "mosaic_enabled", False))
-        dataset.set_epoch(epoch, max_epochs)
+        was_on = bool(getattr(dataset, "mosaic_enabled", False)) and not getattr(
+            dataset, "image_level", False
+        )
+        dataset.set_epoch(epoch, max_epochs)  # an image-level task has no mosaic to close
         return was_on and not bool(getattr(dataset, "mosaic_enabled", False))
 
 

@@ -21,14 +21,14 @@ from lucid_core.optim import Iteration, TrainingRecipe
 from lucid_core.results import Detections
 from lucid_train.accel import accel_flags, attach_accel, train_forward
 from lucid_train.distributed import broadcast_object
-from lucid_train.eval import CocoGroundTruth, ModelScorer
+from lucid_train.eval import CocoGroundTruth
 from lucid_train.loss_items import EpochLosses, check_finite
 from lucid_train.memory_format import FastPaths
-from lucid_train.model_setup import class_names, keypoint_sigmas, start_model, task_of, training_objective
+from lucid_train.model_setup import class_names, start_model, task_of, training_objective
 from lucid_train.precision import autocast_off, float32_output, is_mixed, keep_batchnorm_float32
 from lucid_train.prediction import predict_batch
 from lucid_train.recipe import EMAConfig, LossConfig, OptimizerConfig, ResolvedOptimizer, as_config, plain
-from lucid_train.scoring import check_val_decode, epoch_metrics, validation_paths
+from lucid_train.scoring import EpochScorer, check_val_decode, epoch_metrics, validation_scorer
 from lucid_train.trainer_facts import batches_per_epoch, global_batch_size, train_images
 
 
@@ -117,7 +117,7 @@ class YOLOLitModule(pl.LightningModule):
         self.epoch_losses = EpochLosses()
         self.train_epoch_items: dict[str, float] = {}
         self.val_metrics: dict[str, float] = {}
-        self._evaluator: ModelScorer | None = None
+        self._evaluator: EpochScorer | None = None
         self._gt: CocoGroundTruth | None = None
 
     def setup(self, stage: str) -> None:
@@ -226,19 +226,9 @@ class YOLOLitModule(pl.LightningModule):
         return self.ema_model.eval()
 
     def on_validation_epoch_start(self) -> None:
-        if self._gt is None:  # the val split's COCO ground truth, built once (as evaluate_model builds it)
-            self._gt = CocoGroundTruth.from_source(self.trainer.datamodule.val_source())  # type: ignore[attr-defined]
-        self._evaluator = ModelScorer(
-            self._gt,
-            task=self.task,
-            num_classes=self.num_classes,
-            decode=validation_paths(self.ema_model, self.val_decode),
-            conf=self.val_conf,
-            iou=self.val_iou,
-            max_det=self.max_det,
-            multi_label=True,  # the reference validator keeps a box for every class above conf
-            kpt_sigmas=keypoint_sigmas(self.task_spec, self.model, self.task_options),
-        )
+        """The epoch's scorer (:func:`lucid_train.scoring.validation_scorer`: COCO mAP over the val split's ground
+        truth, built once; top-1/top-5 accuracy for an image-level task)."""
+        self._gt, self._evaluator = validation_scorer(self, self._gt)
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         assert self._evaluator is not None

@@ -1,13 +1,52 @@
-"""What a training run's validation scores and logs: the decode paths, and the metrics of one scored epoch."""
+"""What a training run's validation scores and logs: the scorer, the decode paths, and the metrics of one scored
+epoch (mAP for the dense tasks, top-1/top-5 accuracy for an image-level task such as classify)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from torch import nn
 
 from lucid_core.tasks import Task, metric_key
 from lucid_train.errors import TrainingSetupError
+from lucid_train.eval.accuracy import AccuracyResult, AccuracyScorer
+from lucid_train.eval.coco_gt import CocoGroundTruth
+from lucid_train.eval.runner import ModelScorer
+from lucid_train.model_setup import keypoint_sigmas
+
+
+class EpochScorer(Protocol):
+    """What validation drives once per epoch: ``update`` per batch, ``gather`` to rank 0, ``compute`` there."""
+
+    def update(self, model: nn.Module, batch: dict[str, Any]) -> None: ...
+
+    def gather(self, dst: int = 0) -> bool: ...
+
+    def compute(self) -> Any: ...
+
+
+def validation_scorer(module: Any, gt: CocoGroundTruth | None) -> tuple[CocoGroundTruth | None, EpochScorer]:
+    """``(ground truth, scorer)`` of one validation epoch of the :class:`~lucid_train.module.YOLOLitModule`
+    ``module``: an image-level task (classify) gets an :class:`~lucid_train.eval.accuracy.AccuracyScorer` and no
+    ground truth; the dense tasks a :class:`~lucid_train.eval.runner.ModelScorer` over ``gt``, the val split's COCO
+    ground truth (built from the data module when ``gt`` is None, so once per run, as ``evaluate_model`` builds it)."""
+    task: Task = module.task_spec
+    if task.image_level:
+        return gt, AccuracyScorer(task=task.name, num_classes=module.num_classes, names=module.names)
+    if gt is None:
+        gt = CocoGroundTruth.from_source(module.trainer.datamodule.val_source())
+    scorer = ModelScorer(
+        gt,
+        task=module.task,
+        num_classes=module.num_classes,
+        decode=validation_paths(module.ema_model, module.val_decode),
+        conf=module.val_conf,
+        iou=module.val_iou,
+        max_det=module.max_det,
+        multi_label=True,  # the reference validator keeps a box for every class above conf
+        kpt_sigmas=keypoint_sigmas(task, module.model, module.task_options),
+    )
+    return gt, scorer
 
 
 def check_val_decode(val_decode: str, model: nn.Module | None = None, family: str = "") -> str:
@@ -50,11 +89,15 @@ def _task_metrics(result: Any, prefix: str) -> dict[str, float]:
 
 
 def epoch_metrics(result: Any, task: Task) -> dict[str, float]:
-    """The logged metrics of a scored validation (:meth:`lucid_train.eval.ModelScorer.compute`).
+    """The logged metrics of a scored validation (:meth:`lucid_train.eval.ModelScorer.compute`, or
+    :meth:`~lucid_train.eval.accuracy.AccuracyScorer.compute`: ``metrics/accuracy_top1`` and ``_top5``).
 
     ``metrics/mAP50(-95)`` (and the task's own) are the primary path's; another decode path of an end-to-end model
     is logged beside them as ``metrics/e2e/*`` (top-k) or ``metrics/nms/*``; ``metrics/fitness`` is the task's.
     """
+    if isinstance(result, AccuracyResult):
+        accuracy = result.metrics()
+        return {**accuracy, "metrics/fitness": task.fitness(accuracy)}
     metrics = _task_metrics(result, "metrics/")
     for path, other in result.other_decodes.items():
         metrics.update(_task_metrics(other, _prefix(path)))

@@ -25,7 +25,10 @@ if TYPE_CHECKING:
     from lucid_core.models.family import FamilySpec
     from lucid_core.models.graph import LayerSpec
 
-__all__ = ["DecodeLayout", "Task", "TrainingObjective", "int_attribute", "metric_key"]
+__all__ = ["IMAGE_LABEL", "DecodeLayout", "Task", "TrainingObjective", "int_attribute", "metric_key"]
+
+#: The target-field marker of an image-level task: one class index per image instead of instances.
+IMAGE_LABEL = "image_label"
 
 # IoU kind -> metric prefix of its mAP values ("" keeps the detection keys metrics/mAP50(-95)).
 _METRIC_PREFIX = {"bbox": "", "rotated": "", "segm": "mask/", "keypoints": "pose/"}
@@ -95,6 +98,24 @@ class Task:
     def rotated(self) -> bool:
         """Whether the task's boxes are rotated (cx, cy, w, h, θ) rather than axis-aligned."""
         return "rboxes" in self.target_fields
+
+    @property
+    def image_level(self) -> bool:
+        """Whether the task labels whole images (one class index per image, :data:`IMAGE_LABEL`) instead of
+        instances: its data is a folder per class, its scores are accuracies, not mAP."""
+        return IMAGE_LABEL in self.target_fields
+
+    @property
+    def default_imgsz(self) -> int:
+        """The reference's documented default training image size for this task (640; classification 224)."""
+        return 640
+
+    @property
+    def letterbox(self) -> bool:
+        """Whether the network input is the letterboxed image (True, the dense tasks) or the image resized on
+        its shorter side and centre-cropped (False: image-level tasks, the reference's classification
+        preprocessing, docs/TRAINING.md "Classification"). Override to choose otherwise."""
+        return not self.image_level
 
     def metric_keys(self, name: str = "mAP50-95") -> tuple[str, ...]:
         """Logged metric keys of ``name`` for every IoU type, e.g. box and mask mAP50-95 for segment."""

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from lucid_core.heads.classify import ClassifyHead
 from lucid_core.results import Detections
-from lucid_core.tasks.base import Task
+from lucid_core.tasks.base import IMAGE_LABEL, Task
 
 if TYPE_CHECKING:
     from lucid_core.interop.unpickler import StandInModule
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLASSIFY",
+    "CLASSIFY_IMGSZ",
     "CLASSIFY_MAX_CHANNELS",
     "IMAGE_LABEL",
     "TOP1_KEY",
@@ -36,12 +37,12 @@ __all__ = [
     "ClassifyTask",
 ]
 
-#: The target-field marker of an image-level task: one class index per image instead of instances.
-IMAGE_LABEL = "image_label"
-
 #: ``max_channels`` of a family's classification scale table where it differs from the detection table
 #: (yolov8: 1024 at every scale; pinned by ``head_params`` of yolov8{m,l,x}-cls in classify_params.json).
 CLASSIFY_MAX_CHANNELS: dict[str, int] = {"yolov8": 1024}
+
+#: The reference's default classification image size (docs.ultralytics.com/tasks/classify: 224).
+CLASSIFY_IMGSZ = 224
 
 #: Logged accuracy keys (the reference's result names).
 TOP1_KEY = "metrics/accuracy_top1"
@@ -114,6 +115,11 @@ class ClassifyTask(Task):
         """:class:`ClassificationLoss` (``label_smoothing`` from ``task_options``, default 0); the box gains,
         assigner constants and branch schedule do not apply."""
         return ClassificationLoss(float(task_options.get("label_smoothing", 0.0)))
+
+    @property
+    def default_imgsz(self) -> int:
+        """224, the reference's classification image size (docs.ultralytics.com/tasks/classify)."""
+        return CLASSIFY_IMGSZ
 
     def fitness(self, metrics: Mapping[str, float]) -> float:
         """The mean of top-1 and top-5 accuracy (the reference's classification fitness)."""

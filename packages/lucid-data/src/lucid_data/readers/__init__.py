@@ -1,12 +1,15 @@
-"""Dataset readers: YOLO txt (`yolo`), COCO JSON (`coco`), DOTA labelTxt (`dota`), layout probing (`probe`)."""
+"""Dataset readers: YOLO txt (`yolo`), COCO JSON (`coco`), DOTA labelTxt (`dota`), folder-per-class
+classification (`folders`), layout probing (`probe`)."""
 
 from lucid_data.readers.coco import read_coco
 from lucid_data.readers.common import LabelError, LabelProblem, corners_to_rbox, rbox_to_corners
 from lucid_data.readers.dota import merge_tile_predictions, read_dota, tile_targets, tile_windows
+from lucid_data.readers.folders import FolderLayoutError, read_folders
 from lucid_data.readers.probe import detect_layout, load_dataset
 from lucid_data.readers.yolo import read_yolo
 
 __all__ = [
+    "FolderLayoutError",
     "LabelError",
     "LabelProblem",
     "corners_to_rbox",
@@ -16,6 +19,7 @@ __all__ = [
     "rbox_to_corners",
     "read_coco",
     "read_dota",
+    "read_folders",
     "read_yolo",
     "tile_targets",
     "tile_windows",

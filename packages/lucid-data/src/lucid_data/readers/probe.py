@@ -6,7 +6,12 @@ Recognised, in this order:
 3. a folder with `labelTxt/` (or `<split>/labelTxt/`) → DOTA;
 4. a folder with `annotations/*.json` → COCO;
 5. a folder with exactly one `*.yaml` data file → YOLO via that YAML;
-6. a folder with `images/` (and `labels/`) → YOLO without a YAML (names are the class ids).
+6. a folder with `images/` (and `labels/`) → YOLO without a YAML (names are the class ids);
+7. a folder with `train/<class>/` (or `val/`, `test/`) image folders and no labels → the folder-per-class
+   classification layout (`lucid_data.readers.folders`; class names = the sorted folder names).
+
+An image-level task (classify, `Task.image_level`) reads only the folder-per-class layout, and that layout only an
+image-level task.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from pathlib import Path
 from lucid_core.tasks import get_task
 from lucid_data.readers.coco import find_coco_json, read_coco
 from lucid_data.readers.dota import read_dota
+from lucid_data.readers.folders import is_folder_layout, read_folders
 from lucid_data.readers.yolo import read_yolo
 from lucid_data.records import DatasetSource, Task
 
@@ -25,12 +31,14 @@ EXPECTED_LAYOUTS = (
     "a YOLO data YAML (path/train/val/names), "
     "a YOLO folder with images/ and labels/, "
     "a COCO JSON file or a folder with annotations/*.json, "
-    "or a DOTA folder with labelTxt/ and images/"
+    "a DOTA folder with labelTxt/ and images/, "
+    "or a classification folder root/train/<class>/<images> (one folder per class)"
 )
 
 
 def detect_layout(path: str | Path, split: str = "train") -> tuple[str, Path]:
-    """("yolo" | "coco" | "dota", the file or folder to read), or a `ValueError` saying what was expected."""
+    """("yolo" | "coco" | "dota" | "folders", the file or folder to read), or a `ValueError` saying what was
+    expected."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist; expected {EXPECTED_LAYOUTS}")
@@ -49,6 +57,8 @@ def detect_layout(path: str | Path, split: str = "train") -> tuple[str, Path]:
         return "yolo", yamls[0]
     if (path / "images").is_dir():
         return "yolo", path
+    if is_folder_layout(path):
+        return "folders", path
     if list(path.glob("*.json")):
         return "coco", path
     raise ValueError(f"{path}: cannot tell the dataset layout; expected {EXPECTED_LAYOUTS}")
@@ -63,6 +73,18 @@ def load_dataset(
     `strict=False` lists bad labels in `DatasetSource.problems` instead of raising `LabelError`.
     """
     layout, target = detect_layout(path, split)
+    image_level = task is not None and get_task(task).image_level
+    if layout == "folders":
+        if task is not None and not image_level:
+            raise ValueError(
+                f"{path}: a folder-per-class dataset labels whole images (task classify), not {task!r} instances"
+            )
+        return read_folders(target, split, task)
+    if image_level:
+        raise ValueError(
+            f"{path}: task {task!r} reads the folder-per-class layout root/<split>/<class>/<images>; this is a "
+            f"{layout} dataset of instance labels"
+        )
     if layout == "yolo":
         return read_yolo(target, split, task, strict=strict)
     if layout == "coco":

@@ -51,6 +51,7 @@ from lucid_core.errors import CheckpointError
 from lucid_data.stats import LabelStatistics, label_statistics
 from lucid_train.callbacks.val_loss import VAL_PREFIX, ValidationLosses
 from lucid_train.errors import ArtifactWriteError
+from lucid_train.eval.accuracy import AccuracyScorer
 from lucid_train.eval.artifacts import write_artifacts
 from lucid_train.eval.coco_gt import CocoGroundTruth
 from lucid_train.eval.runner import ModelScorer
@@ -266,10 +267,17 @@ class RunArtifacts(pl.Callback):
             trainer.should_stop and last and max_epochs is not None and int(last["epoch"]) + 1 < max_epochs
         ):  # a callback (EarlyStopping, the reference's `patience`) or --trainer.max_time ended the run
             epochs_part += f" (stopped after epoch {int(last['epoch'])} of max_epochs {max_epochs})"
+        if "metrics/mAP50-95" in last or not last:
+            final = (
+                f"final mAP50-95 {last.get('metrics/mAP50-95', float('nan')):.4f} "
+                f"mAP50 {last.get('metrics/mAP50', float('nan')):.4f}{task_part}"
+            )
+        else:  # an image-level task's metrics (accuracy_top1, accuracy_top5)
+            shown = sorted(k for k in last if k.startswith("metrics/") and k != "metrics/fitness")
+            final = "final " + " ".join(f"{k.removeprefix('metrics/')} {last[k]:.4f}" for k in shown)
         summary = (
             f"lucid-train: {epochs_part}; "
-            f"final mAP50-95 {last.get('metrics/mAP50-95', float('nan')):.4f} "
-            f"mAP50 {last.get('metrics/mAP50', float('nan')):.4f}{task_part}; "
+            f"{final}; "
             f"{best_part} at epoch {self.best_epoch}; "
             f"{len(excluded)} image(s) excluded{' (excluded.txt)' if excluded else ''}; "
             f"run {run_dir} (best.safetensors, last.ckpt, metrics.csv)"
@@ -380,6 +388,12 @@ def best_validation_artifacts(
         return []
     module: Any = pl_module
     model = load(run_dir / "best", device=module.device).model
+    if module.task_spec.image_level:  # a classifier: accuracy, per-class table and confusion matrix
+        accuracy = AccuracyScorer(task=module.task, num_classes=module.num_classes, names=module.names)
+        for batch in datamodule.val_dataloader():
+            accuracy.update(model, batch)
+        written = write_artifacts(accuracy.compute().validation_artifacts(None), run_dir)
+        return list(written.values())
     scorer = ModelScorer(
         CocoGroundTruth.from_source(datamodule.val_source()),
         task=module.task,

@@ -9,7 +9,9 @@
 
 The first form is :func:`evaluate_checkpoint`, the second (the official DOTA Task-1 protocol for oriented boxes)
 :func:`lucid_train.eval.dota.score_dota`; this module's ``main`` only parses the flags, calls them and prints the
-scores. Unusable inputs (checkpoint, annotations, image files, classes) are found BEFORE inference; each exits with
+scores. A classifier (an image-level task) on a folder-per-class dataset is scored by top-1 / top-5 accuracy with
+its per-class table (:mod:`lucid_train.eval.accuracy`; ``--conf``, ``--iou``, ``--max-det``, ``--decode``,
+``--backend``, ``--square`` and ``--save-json`` do not apply). Unusable inputs (checkpoint, annotations, image files, classes) are found BEFORE inference; each exits with
 status 2 and one message naming the file / field / value.
 """
 
@@ -29,6 +31,7 @@ from lucid_core.loss.terms.pose import resolve_keypoint_sigmas
 from lucid_core.tasks import TASKS, get_task
 from lucid_data.readers import load_dataset
 from lucid_train.eval import runner
+from lucid_train.eval.accuracy import evaluate_accuracy
 from lucid_train.eval.artifacts import write_artifacts
 from lucid_train.eval.dota import DotaFormatError, format_dota_table, score_dota
 from lucid_train.eval.evaluator import BACKENDS
@@ -184,7 +187,9 @@ def evaluate_checkpoint(
     input raises :class:`~lucid_core.cli_errors.OutputOverwriteError`. ``plots``: a folder for the validation
     artefacts (:func:`lucid_train.eval.artifacts.write_artifacts`; the per-class table is also in the report,
     ``per_class_table``); ``save_json``: a folder for the results files
-    (:mod:`lucid_train.eval.coco_results`).
+    (:mod:`lucid_train.eval.coco_results`). A classifier (image-level task) is scored by
+    :func:`~lucid_train.eval.accuracy.evaluate_accuracy` instead: the report holds ``top1``, ``top5``, the
+    ``per_class_table`` and the ``confusion_matrix``; ``plots`` gets its per-class table and confusion figures.
     """
     if not weights or not data:
         raise EvalInputError("--weights and --data are required (or --dota-labels for the DOTA protocol)")
@@ -201,6 +206,23 @@ def evaluate_checkpoint(
         raise EvalInputError(f"--data {data_path} (split {split!r}): {exc}") from exc
     check_images(source)
     check_classes(checkpoint.names, model.num_classes, source, str(weights))
+    if get_task(model.task).image_level:  # a classifier: accuracies, no COCO ground truth
+        size = int(imgsz or checkpoint.imgsz)
+        tic = time.perf_counter()
+        scores = evaluate_accuracy(
+            model, source, imgsz=size, batch_size=batch, device=device, workers=workers,
+            names=checkpoint.names, artifacts=plots is not None,
+        )  # fmt: skip
+        assert checkpoint.weights_path is not None
+        report = build_report(
+            scores, weights=str(weights), weights_sha256=sha256_file(checkpoint.weights_path), data=str(data_path),
+            split=split, family=getattr(model, "family", None), task=model.task, imgsz=size, device=str(device),
+            total_seconds=time.perf_counter() - tic,
+        )  # fmt: skip
+        if plots is not None and scores.artifacts is not None:
+            write_artifacts(scores.artifacts, plots)
+        write_report(output, report)
+        return report
     kpt_sigmas = _pose_kpt_sigmas(model, source, data_path)
     gt = ground_truth_for_path(data_path, split, source, model.task)
     size = int(imgsz or checkpoint.imgsz)
@@ -285,9 +307,17 @@ def _main(args: argparse.Namespace) -> int:
         plots=args.plots,
         save_json=args.save_json,
     )
-    if args.plots is not None:
+    if args.plots is not None or "top1" in report:  # a classifier's report always holds its table
         table = report["per_class_table"]
         print(PerClassTable(tuple(table["columns"]), tuple(map(tuple, table["rows"]))).to_text())
+    if "top1" in report:
+        print(
+            f"lucid-eval: {report['num_images']} images: top-1 {report['top1']:.4f} top-5 {report['top5']:.4f}"
+        )
+        if args.plots is not None:
+            print(f"lucid-eval: validation artefacts written to {args.plots}")
+        print(f"lucid-eval: report written to {args.output}")
+        return 0
     parts = [
         f"{t}: mAP50 {v['mAP50']:.4f} mAP50-95 {v['mAP50-95']:.4f}" for t, v in report["iou_types"].items()
     ]

@@ -12,6 +12,7 @@ from typing import Any
 
 from lucid_core.atomic import atomic_write_text
 from lucid_core.checkpoint import file_sha256
+from lucid_train.eval.accuracy import AccuracyResult
 from lucid_train.eval.evaluator import EvalResult
 
 REPORT_FORMAT = "lucid-eval-report/1"
@@ -43,8 +44,9 @@ def finite_json(value: Any) -> Any:
     return value
 
 
-def build_report(result: EvalResult, **run: Any) -> dict[str, Any]:
-    """Report dict: ``format``, the run settings given as keyword arguments, ``versions`` and the scores."""
+def build_report(result: EvalResult | AccuracyResult, **run: Any) -> dict[str, Any]:
+    """Report dict: ``format``, the run settings given as keyword arguments, ``versions`` and the scores (COCO
+    mAP per IoU type, or a classifier's ``top1``/``top5``, per-class table and confusion matrix)."""
     report: dict[str, Any] = {"format": REPORT_FORMAT, **run, "versions": versions()}
     report.update(result.to_dict())
     return finite_json(report)  # type: ignore[no-any-return]
