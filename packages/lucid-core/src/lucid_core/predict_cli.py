@@ -18,6 +18,15 @@ index. The output flags choose instead: ``--save`` annotated images (``DIR/<name
 ``DIR/predictions.jsonl`` (one record per image or frame, ``"frame"`` null for an image). All coordinates are
 original-image pixels.
 
+``--track [--tracker bytetrack|botsort|YAML]`` follows the objects across the frames of each video or stream
+(and of a run of still images, e.g. a MOTChallenge ``img1`` folder) with :mod:`lucid_core.track`: the same files
+hold only the tracked detections, each record with its ``"id"``, the annotated video shows ``#id``, and each
+sequence also gives ``DIR/<stem>.txt``, MOTChallenge results ``frame,id,x,y,w,h,score,-1,-1,-1`` (frames from 1:
+a video's own frame numbers, a run of images counted in order; a run of images is named after its folder, or
+after the folder above a MOTChallenge ``img1``). The tracker restarts (IDs from 1) at every new video.
+``--conf`` then defaults to the tracker's ``track_low_thresh`` (its second association needs the weak
+detections); non-finite detections are skipped and counted in the summary.
+
 A missing or unreadable file, an unsupported extension, a corrupt video frame or a dropped stream is reported on
 stderr in one line naming the source (and frame) and skipped; the summary counts what was skipped. A progress
 line with frames/s is drawn on stderr. Ctrl-C stops after closing the outputs cleanly (a playable video,
@@ -71,6 +80,9 @@ from lucid_core.sources import (
     require_cv2,
     video_info,
 )
+from lucid_core.track.config import MissingExtraError, TrackerConfigError
+from lucid_core.track.mot_io import format_results
+from lucid_core.track.stream import StreamTracker
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -154,6 +166,8 @@ def detections_to_json(det: Detections, names: Sequence[str]) -> list[dict[str, 
             "label": label,
             "name": names[label] if 0 <= label < len(names) else str(label),
         }
+        if det.ids is not None:
+            rec["id"] = int(det.ids[i])
         if det.keypoints is not None:
             rec["keypoints"] = det.keypoints[i].tolist()
         if det.rboxes is not None and polygons is not None:
@@ -189,7 +203,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--imgsz", type=int, default=None, help="inference size (default: the checkpoint's imgsz)"
     )
-    parser.add_argument("--conf", type=float, default=PREDICT_CONF, help="confidence threshold (strict >)")
+    parser.add_argument(
+        "--conf",
+        type=float,
+        default=None,
+        help=f"confidence threshold (strict >; default {PREDICT_CONF}, with --track the tracker's track_low_thresh)",
+    )
     parser.add_argument("--iou", type=float, default=DEFAULT_IOU, help="NMS IoU threshold")
     parser.add_argument("--max-det", type=int, default=DEFAULT_MAX_DET, help="detections kept per image")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
@@ -226,6 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-frames", type=int, default=None, help="stop after this many images or frames in total"
     )
+    parser.add_argument(
+        "--track",
+        action="store_true",
+        help="track objects across the frames of each video (IDs in every output, DIR/<stem>.txt MOT results)",
+    )
+    parser.add_argument(
+        "--tracker", default="bytetrack", help="with --track: bytetrack, botsort or a tracker YAML file"
+    )
     return parser
 
 
@@ -242,8 +269,8 @@ class PredictedImage:
 @dataclass(frozen=True)
 class PredictionRun:
     """What :func:`predict_to_dir` did: every image file of the source, the still images written, the video or
-    stream frames processed, what was skipped, the files written besides the per-image JSON, the time spent and
-    whether Ctrl-C stopped it."""
+    stream frames processed, what was skipped, the files written besides the per-image JSON, the time spent,
+    whether Ctrl-C stopped it and, when tracking, the track IDs written and the detections the tracker skipped."""
 
     images: list[Path]
     written: list[PredictedImage]
@@ -252,6 +279,8 @@ class PredictionRun:
     outputs: list[Path] = field(default_factory=list)
     seconds: float = 0.0
     interrupted: bool = False
+    tracks: int = 0  # --track: distinct track IDs written (per sequence)
+    dropped: int = 0  # --track: detections the tracker skipped (a non-finite value or an empty box)
 
     @property
     def processed(self) -> int:
@@ -294,6 +323,30 @@ def _annotated_name(name: str) -> str:
     return name if path.suffix.lower() in WRITABLE_IMAGE_SUFFIXES else f"{path.stem}.png"
 
 
+def _track_stem(item: SourceItem) -> str:
+    """The name of a sequence's MOTChallenge results: a video's or stream's stem; for a run of still images the
+    folder of its first image (the folder above a MOTChallenge ``img1``), ``images`` without one."""
+    if item.kind not in ("image", "url", "memory"):
+        return Path(_source_name(item)).stem
+    if item.kind != "image":
+        return "images"
+    folder = Path(str(item.name)).resolve().parent
+    if folder.name == "img1" and folder.parent.name:
+        folder = folder.parent
+    return folder.name or "images"
+
+
+@dataclass
+class _MotOut:
+    """The open MOTChallenge results of one sequence (a temporary file until closed)."""
+
+    key: int | None  # the video's item, None for a run of still images
+    final: Path
+    temporary: Path
+    handle: IO[str]
+    frames: int = 0  # frames written (a run of still images numbers its frames by it)
+
+
 @dataclass
 class _VideoOut:
     """The open per-video outputs: annotated video (temporary file until closed) and per-frame JSONL."""
@@ -322,6 +375,7 @@ class PredictionWriter:
         save_crop: bool,
         save_json: bool,
         vid_stride: int,
+        track: bool = False,
     ) -> None:
         self.output = output
         self.items = items
@@ -331,14 +385,23 @@ class PredictionWriter:
         self.save, self.save_txt, self.save_crop, self.save_json = save, save_txt, save_crop, save_json
         self.per_image_json = not (save or save_txt or save_crop or save_json)
         self.vid_stride = vid_stride
+        self.track = track
         self.outputs: list[Path] = []
+        self.track_ids: set[tuple[str, int]] = set()  # (results file, ID)
         self._video: _VideoOut | None = None
         self._jsonl: IO[str] | None = None
+        self._mot: _MotOut | None = None
 
     def planned(self) -> list[Path]:
         """The files this writer will create whose names are known before running (checked against inputs)."""
         planned: list[Path] = []
+        in_images = False
         for item in self.items:
+            still_run = item.kind in ("image", "url", "memory")
+            readable = still_run or item.kind in ("video", "stream")
+            if self.track and readable and not (still_run and in_images):
+                planned.append(self.output / f"{_track_stem(item)}.txt")
+            in_images = still_run if readable else in_images
             if item.kind not in ("image", "url", "video", "stream"):
                 continue
             name = _source_name(item)
@@ -393,7 +456,41 @@ class PredictionWriter:
                 self.outputs.append(self.output / JSONL_NAME)
             self._jsonl.write(json.dumps(self._record(frame, result, name)) + "\n")
             self._jsonl.flush()
+        if self.track:
+            self._write_mot(frame, item, result)
         return json_path
+
+    def _write_mot(self, frame: Frame, item: SourceItem, result: Results) -> None:
+        """Append the frame's tracked boxes to its sequence's MOTChallenge results (module docstring)."""
+        key = frame.item if frame.kind != "image" else None
+        mot = self._mot
+        if mot is None or mot.key != key:
+            self._close_mot()
+            final = self.output / f"{_track_stem(item)}.txt"
+            temporary = self.output / f".{final.stem}.partial.txt"
+            temporary.parent.mkdir(parents=True, exist_ok=True)
+            mot = self._mot = _MotOut(key, final, temporary, temporary.open("w", encoding="utf-8"))
+        mot.frames += 1
+        number = frame.index + 1 if frame.kind != "image" else mot.frames
+        det = result.detections.to("cpu")
+        ids = det.ids.tolist() if det.ids is not None else []
+        boxes = det.boxes.tolist()
+        scores = det.scores.tolist()
+        rows = [
+            (number, track_id, x1, y1, x2 - x1, y2 - y1, score)
+            for track_id, (x1, y1, x2, y2), score in zip(ids, boxes, scores, strict=True)
+        ]
+        mot.handle.write(format_results(rows))
+        mot.handle.flush()
+        self.track_ids.update((mot.final.name, track_id) for track_id in ids)
+
+    def _close_mot(self) -> None:
+        mot, self._mot = self._mot, None
+        if mot is None:
+            return
+        mot.handle.close()
+        os.replace(mot.temporary, mot.final)
+        self.outputs.append(mot.final)
 
     def _open_video(self, frame: Frame, stem: str) -> _VideoOut:
         if self._video is not None and self._video.item == frame.item:
@@ -440,8 +537,9 @@ class PredictionWriter:
             self.outputs.append(video.final)
 
     def close(self) -> None:
-        """Finish every open file: the current video is released (playable), JSONL files are closed."""
+        """Finish every open file: the current video is released (playable), JSONL and MOT files are closed."""
         self._close_video()
+        self._close_mot()
         if self._jsonl is not None:
             self._jsonl.close()
             self._jsonl = None
@@ -516,6 +614,7 @@ def iter_predictions_to_dir(
     weights: str | os.PathLike[str] | None = None,
     on_progress: Callable[[int, int | None], None] | None = None,
     on_skip: Callable[[ImageLoadError], None] | None = None,
+    tracker: StreamTracker | None = None,
 ) -> Generator[Results, None, PredictionRun]:
     """Predict every image and frame of ``source`` with ``net`` (made ready by
     :func:`~lucid_core.inference.prepare_inference_model`, decode ``mode``), write the outputs into ``output``
@@ -525,7 +624,8 @@ def iter_predictions_to_dir(
     before anything is written). ``on_progress(done, total)`` is called after each image or frame (``total``
     None when unknown); a source that cannot be read raises its :class:`~lucid_core.sources.SourceError`, or
     with ``on_skip`` is passed to it and skipped. Ctrl-C closes the outputs and returns the run so far
-    (``interrupted``).
+    (``interrupted``). With ``tracker`` every result is tracked by it first (``--track``: IDs in the outputs and
+    a MOTChallenge results file per sequence; ``conf`` is the caller's, e.g. ``tracker.default_conf``).
     """
     _check_options(imgsz, batch, vid_stride, max_frames)
     out_dir = Path(output)
@@ -545,6 +645,7 @@ def iter_predictions_to_dir(
         save_crop=save_crop,
         save_json=save_json,
         vid_stride=vid_stride,
+        track=tracker is not None,
     )
     for path in writer.planned():
         refuse_overwrite("--output", path, inputs)
@@ -566,9 +667,29 @@ def iter_predictions_to_dir(
         agnostic_nms=agnostic_nms,
         batch=batch,
     )
+    if tracker is not None:
+        pairs = _tracked_pairs(pairs, tracker)
     return _write_predictions(
-        pairs, reader, writer, total=total, max_frames=max_frames, on_progress=on_progress, on_skip=on_skip
+        pairs,
+        reader,
+        writer,
+        total=total,
+        max_frames=max_frames,
+        on_progress=on_progress,
+        on_skip=on_skip,
+        tracker=tracker,
     )
+
+
+def _tracked_pairs(
+    pairs: Generator[tuple[Frame, Results], None, None], tracker: StreamTracker
+) -> Generator[tuple[Frame, Results], None, None]:
+    """``pairs`` with each result tracked by ``tracker`` (closing it closes ``pairs``)."""
+    try:
+        for frame, result in pairs:
+            yield frame, tracker.update(result)
+    finally:
+        pairs.close()
 
 
 def _write_predictions(
@@ -580,6 +701,7 @@ def _write_predictions(
     max_frames: int | None,
     on_progress: Callable[[int, int | None], None] | None,
     on_skip: Callable[[ImageLoadError], None] | None,
+    tracker: StreamTracker | None = None,
 ) -> Generator[Results, None, PredictionRun]:
     """The loop of :func:`iter_predictions_to_dir`: write each pair, count, report, stop cleanly on Ctrl-C."""
     images = [Path(str(item.name)) for item in writer.items if item.kind in ("image", "url")]
@@ -630,6 +752,8 @@ def _write_predictions(
         outputs=writer.outputs,
         seconds=time.perf_counter() - start,
         interrupted=interrupted,
+        tracks=len(writer.track_ids),
+        dropped=tracker.dropped if tracker is not None else 0,
     )
 
 
@@ -653,7 +777,7 @@ def predict_to_dir(
     output: str | os.PathLike[str],
     *,
     imgsz: int | None = None,
-    conf: float = PREDICT_CONF,
+    conf: float | None = None,
     iou: float = DEFAULT_IOU,
     max_det: int = DEFAULT_MAX_DET,
     device: str = "cpu",
@@ -667,6 +791,8 @@ def predict_to_dir(
     batch: int = 1,
     vid_stride: int = 1,
     max_frames: int | None = None,
+    track: bool = False,
+    tracker: str | os.PathLike[str] = "bytetrack",
     on_progress: Callable[[int, int | None], None] | None = None,
     on_skip: Callable[[ImageLoadError], None] | None = None,
 ) -> PredictionRun:
@@ -674,11 +800,18 @@ def predict_to_dir(
     and write the outputs into ``output`` (module docstring; :func:`iter_predictions_to_dir`).
 
     ``imgsz`` defaults to the checkpoint's; ``decode`` to the family's decoder; ``classes`` / ``agnostic_nms`` as
-    :func:`lucid_core.predict`. A bad value, a missing source or an output that would replace an input raises
-    :class:`~lucid_core.cli_errors.UsageError`; an unreadable checkpoint its loader's error. With no image or
+    :func:`lucid_core.predict`. ``track``: follow the objects with ``tracker`` (a name or a YAML file; module
+    docstring); ``conf`` defaults to ``PREDICT_CONF``, or to the tracker's ``track_low_thresh`` when tracking. A
+    bad value, a missing source or an output that would replace an input raises
+    :class:`~lucid_core.cli_errors.UsageError`; an unusable tracker YAML
+    :class:`~lucid_core.track.TrackerConfigError`; an unreadable checkpoint its loader's error. With no image or
     video found, nothing is written.
     """
     _check_options(imgsz, batch, vid_stride, max_frames)
+    if not track and os.fspath(tracker) != "bytetrack":
+        raise UsageError(f"--tracker {os.fspath(tracker)}: tracker settings need --track")
+    session = StreamTracker(tracker) if track else None
+    threshold = conf if conf is not None else (session.default_conf if session is not None else PREDICT_CONF)
     ckpt = load(weights)
     size = int(imgsz or ckpt.imgsz)
     target = torch.device(device)
@@ -695,7 +828,7 @@ def predict_to_dir(
             mode=mode,
             names=ckpt.names,
             imgsz=size,
-            conf=conf,
+            conf=threshold,
             iou=iou,
             max_det=max_det,
             device=target,
@@ -711,6 +844,7 @@ def predict_to_dir(
             weights=weights,
             on_progress=on_progress,
             on_skip=on_skip,
+            tracker=session,
         )
     )
 
@@ -719,7 +853,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The ``lucid-predict`` command: parse, set the process's malloc policy (a command may), run."""
     args = build_parser().parse_args(argv)
     tune_glibc_malloc()
-    return run_cli("lucid-predict", lambda: _run(args))
+    return run_cli("lucid-predict", lambda: _run(args), extra_known=(TrackerConfigError, MissingExtraError))
 
 
 def summary(run: PredictionRun, output: str | os.PathLike[str]) -> str:
@@ -730,6 +864,10 @@ def summary(run: PredictionRun, output: str | os.PathLike[str]) -> str:
     line = f"lucid-predict: {' and '.join(parts)} written to {Path(output)}"
     if run.processed > 1:
         line += f" ({run.frames_per_second:.1f} frames/s)"
+    if run.tracks:
+        line += f"; {run.tracks} track ID(s)"
+    if run.dropped:
+        line += f"; the tracker skipped {run.dropped} detection(s) with a non-finite value or an empty box"
     if run.skipped:
         kinds = Counter(exc.kind for exc in run.skipped)
         line += f"; skipped {len(run.skipped)}: " + ", ".join(f"{n} {kind}" for kind, n in kinds.items())
@@ -764,6 +902,8 @@ def _run(args: argparse.Namespace) -> int:
         batch=args.batch,
         vid_stride=args.vid_stride,
         max_frames=args.max_frames,
+        track=args.track,
+        tracker=args.tracker,
         on_progress=progress,
         on_skip=skipped,
     )

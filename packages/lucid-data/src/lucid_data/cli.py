@@ -2,13 +2,16 @@
 
 - `check PATH [--split S ...] [--task T] [--no-images]` (:func:`check_dataset`): reads every split with the readers
   in non-strict mode, fully decodes every image, prints each bad label as `file:line: reason` and each corrupt
-  image, the instances per class of each split, then a summary; exit status 1 when anything is wrong (also: a data YAML without a `val` split, a split
+  image, the instances per class of each split (a folder-per-class classification dataset: images per class, every
+  split folder of train/val/test), then a summary; exit status 1 when anything is wrong (also: a data YAML without a `val` split, a split
   with no instances, e.g. a missing `labels/` folder), 2 when the layout is not recognised (with what was
   expected).
 
 Every command runs inside the shared error boundary (`lucid_core.cli_errors.run_cli`): a bad label, a corrupt
 image, a missing file or a full disk is one paragraph on stderr and exit status 2; a bug keeps its traceback.
-- `synth --task T --output DIR`: writes the synthetic-shapes YOLO dataset (`lucid_data.synth.synthesize`).
+- `synth --task T --output DIR`: writes the synthetic-shapes YOLO dataset (`lucid_data.synth.synthesize`);
+  `--task track` a synthetic tracking video and its MOTChallenge ground truth (`lucid_data.synth_track`; of the
+  other flags only `--seed` and `--num-classes` apply).
 - `convert SRC OUT --to yolo|coco|yolo-obb`: COCO JSON ⇄ YOLO txt, DOTA → YOLO-OBB (`lucid_data.convert`); each
   unusable annotation is one line on stderr (file and annotation id), the rest converts, then the skipped count.
 - `stats PATH [--split S] [--output DIR]`: per-class instance and image counts, box sizes (`lucid_data.stats`);
@@ -29,17 +32,19 @@ from pathlib import Path
 import yaml
 
 from lucid_core.cli_errors import one_paragraph, run_cli
-from lucid_core.tasks import TASKS
+from lucid_core.tasks import TASKS, get_task
 from lucid_data.cache import CacheTooLargeError
 from lucid_data.convert import TARGET_FORMATS, convert_dataset
 from lucid_data.download import ASSETS, Asset, ChecksumError, download_dataset
 from lucid_data.imageio import CorruptImageError, load_image
 from lucid_data.readers.common import LabelError
 from lucid_data.readers.dota import write_tiles
+from lucid_data.readers.folders import FOLDER_SPLITS, is_folder_layout
 from lucid_data.readers.probe import load_dataset
 from lucid_data.readers.yolo import label_path_for
 from lucid_data.stats import label_statistics, write_statistics
 from lucid_data.synth import synthesize
+from lucid_data.synth_track import synthesize_track
 
 __all__ = ["DatasetCheck", "check_dataset", "main"]
 
@@ -51,6 +56,8 @@ def _splits_of(path: Path, requested: list[str] | None) -> list[str]:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         found = [s for s in ("train", "val", "test") if raw.get(s)]
         return found or ["train"]
+    if is_folder_layout(path):  # classification: every split folder present (train, val, test)
+        return [s for s in FOLDER_SPLITS if (path / s).is_dir()]
     if path.is_dir():
         found = [s for s in ("train", "val") if (path / "images" / s).is_dir() or (path / s).is_dir()]
         found += [
@@ -123,7 +130,8 @@ def check_dataset(
         check.images += len(source) + len(source.corrupt_images)
         split_instances = sum(len(record.targets) for record in source.records)
         check.instances += split_instances
-        emit(f"{path} [{split}]: instances per class: {_class_counts_line(source)}")
+        counted = "images" if get_task(source.task).image_level else "instances"  # one class per image
+        emit(f"{path} [{split}]: {counted} per class: {_class_counts_line(source)}")
         if split_instances == 0 and len(source):
             emit(_no_instances(path, split, source))
             check.problems += 1
@@ -184,7 +192,17 @@ def _no_instances(path: Path, split: str, source: object) -> str:
     return message + " (every label file is empty or missing)"
 
 
+#: `synth --task` choices that are not tasks: a video with its ground truth.
+SYNTH_VIDEOS = {"track": synthesize_track}
+
+
 def _cmd_synth(args: argparse.Namespace) -> int:
+    video = SYNTH_VIDEOS.get(args.task)
+    if video is not None:
+        done = video(Path(args.output), num_classes=args.num_classes, seed=args.seed)
+        print(done.video)
+        print(done.gt)
+        return 0
     yaml_path = synthesize(
         args.task,
         Path(args.output),
@@ -280,8 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-images", action="store_true", help="skip decoding every image")
     p.set_defaults(func=_cmd_check)
 
-    p = sub.add_parser("synth", help="write the synthetic-shapes YOLO dataset")
-    p.add_argument("--task", choices=tasks, default="detect")
+    p = sub.add_parser("synth", help="write the synthetic-shapes YOLO dataset (--task track: a video)")
+    p.add_argument("--task", choices=[*tasks, *SYNTH_VIDEOS], default="detect")
     p.add_argument("--output", required=True)
     p.add_argument("--n-train", type=int, default=2000)
     p.add_argument("--n-val", type=int, default=200)

@@ -11,6 +11,8 @@ files:
 ``YOLO(...).predict(...)`` ``lucid-predict`` (:func:`lucid_core.inference.predict`; with ``output=`` every image
                            and frame predicted once and written by
                            :func:`lucid_core.predict_cli.iter_predictions_to_dir`: lucid-predict's files)
+``YOLO(...).track(...)``   ``lucid-predict --track`` (:func:`lucid_core.track.track`: predict with a tracker step
+                           per frame; ``persist=True`` keeps the tracker across calls)
 ``YOLO(...).export(...)``  ``lucid-export`` (:func:`lucid_core.export_cli.export`: the ONNX file + parity check)
 =========================  ===========================================================================
 
@@ -53,6 +55,8 @@ from lucid_core.inference import cached_inference_model, predict
 from lucid_core.models import build_model, list_models
 from lucid_core.predict_cli import PredictionRun, iter_predictions_to_dir
 from lucid_core.results import Results
+from lucid_core.track import StreamTracker, TrackerSpec
+from lucid_core.track import track as track_frames
 from lucid_data.augment.pipeline import AugmentConfig
 from lucid_train.errors import TrainingSetupError
 from lucid_train.eval import EvalInputError, evaluate_checkpoint, evaluate_model
@@ -131,6 +135,7 @@ class YOLO:
         # the loaded weights' class names (`model`); an untrained model name: "0".."79"
         self._names = [str(i) for i in range(DEFAULT_NUM_CLASSES)]
         self._scratch: Path | None = None
+        self._tracker: StreamTracker | None = None  # the tracker `track(persist=True)` continues
         if self.key is not None:
             return
         path = Path(text)
@@ -393,6 +398,105 @@ class YOLO:
         )
         results = self._found(written, source)
         return results if stream else list(results)
+
+    # ------------------------------------------------------------------ track
+    def _stream_tracker(self, tracker: TrackerSpec, persist: bool) -> StreamTracker:
+        """The tracker a ``track`` call uses: the kept one when ``persist`` and its settings are the same as
+        ``tracker``'s, else a fresh one (kept for the next ``persist=True`` call)."""
+        fresh = StreamTracker(tracker)
+        kept = self._tracker
+        if persist and kept is not None and kept.config == fresh.config:
+            return kept
+        self._tracker = fresh
+        return fresh
+
+    def track(
+        self,
+        source: Any,
+        *,
+        tracker: TrackerSpec = "bytetrack",
+        persist: bool = False,
+        output: str | os.PathLike[str] | None = None,
+        imgsz: int | None = None,
+        conf: float | None = None,
+        iou: float | None = None,
+        max_det: int | None = None,
+        device: str = "cpu",
+        decode: Literal["nms", "topk"] | None = None,
+        classes: Sequence[int] | None = None,
+        agnostic_nms: bool = False,
+        stream: bool = False,
+        batch: int = 1,
+        vid_stride: int = 1,
+        save: bool = False,
+        save_txt: bool = False,
+        save_crop: bool = False,
+        save_json: bool = False,
+    ) -> list[Results] | Iterator[Results]:
+        """:meth:`predict` with the objects followed across frames: each ``Results`` holds the tracked detections
+        and their IDs in ``boxes.id`` (:func:`lucid_core.track.track`; docs/TRACKING.md).
+
+        ``tracker``: ``"bytetrack"``, ``"botsort"``, a tracker YAML, a mapping or a config. ``persist=True``
+        continues the tracks and IDs of this object's previous ``persist`` call (e.g. one frame per call); a new
+        video still restarts them, and without ``persist`` every call starts afresh. ``conf`` defaults to the
+        tracker's ``track_low_thresh``; the other options are :meth:`predict`'s. With ``output`` the files of
+        ``lucid-predict --track`` are written (IDs in every record, a MOTChallenge ``<stem>.txt`` per video).
+        Example::
+
+            for result in YOLO("runs/train/best").track("clip.mp4", stream=True):
+                print(result.boxes.id)
+            # lucid-predict --weights runs/train/best --source clip.mp4 --output runs/track --track
+        """
+        session = self._stream_tracker(tracker, persist)
+        model = self.model
+        size = int(imgsz or self._imgsz)
+        threshold = float(session.default_conf if conf is None else conf)
+        nms_iou = float(DEFAULT_IOU if iou is None else iou)
+        keep = int(DEFAULT_MAX_DET if max_det is None else max_det)
+        if output is None:
+            results = track_frames(
+                model,
+                source,
+                tracker=session,
+                stream=True,
+                imgsz=size,
+                conf=threshold,
+                iou=nms_iou,
+                max_det=keep,
+                device=device,
+                decode=decode,
+                classes=classes,
+                agnostic_nms=agnostic_nms,
+                batch=batch,
+                vid_stride=vid_stride,
+                names=self._names,
+            )
+            return results if stream else list(results)
+        net, mode = cached_inference_model(model, decode=decode, device=device)
+        written = iter_predictions_to_dir(
+            net,
+            source,
+            output,
+            mode=mode,
+            names=self._names,
+            imgsz=size,
+            conf=threshold,
+            iou=nms_iou,
+            max_det=keep,
+            device=device,
+            classes=classes,
+            agnostic_nms=agnostic_nms,
+            save=save,
+            save_txt=save_txt,
+            save_crop=save_crop,
+            save_json=save_json,
+            batch=batch,
+            vid_stride=vid_stride,
+            weights=self.weights,
+            tracker=session,
+        )
+        found = self._found(written, source)
+        return found if stream else list(found)
 
     @staticmethod
     def _found(
