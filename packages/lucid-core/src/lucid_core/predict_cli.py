@@ -27,6 +27,11 @@ after the folder above a MOTChallenge ``img1``). The tracker restarts (IDs from 
 ``--conf`` then defaults to the tracker's ``track_low_thresh`` (its second association needs the weak
 detections); non-finite detections are skipped and counted in the summary.
 
+``--slice N [--overlap F]`` predicts each image or frame on ``N``-pixel tiles overlapping by the fraction ``F``
+(``--batch`` tiles per forward pass) and merges them (:func:`lucid_core.inference.sliced_frame_detections`): small
+objects on large images. A classifier's record also holds ``"probs"`` (``data``, ``top1``, ``top1_name``,
+``top1conf``, ``top5``, ``top5conf``).
+
 A missing or unreadable file, an unsupported extension, a corrupt video frame or a dropped stream is reported on
 stderr in one line naming the source (and frame) and skipped; the summary counts what was skipped. A progress
 line with frames/s is drawn on stderr. Ctrl-C stops after closing the outputs cleanly (a playable video,
@@ -64,7 +69,7 @@ from lucid_core.cli_errors import UsageError, refuse_overwrite, run_cli
 from lucid_core.decode import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
 from lucid_core.decode.selection import class_filter
 from lucid_core.geometry.rotated import rboxes_to_polygons
-from lucid_core.inference import ImageLoadError, predict_frame_pairs, prepare_inference_model
+from lucid_core.inference import ImageLoadError, check_slicing, predict_frame_pairs, prepare_inference_model
 from lucid_core.models import YOLOModel
 from lucid_core.results import Detections, Results, mask_to_rle
 from lucid_core.sources import (
@@ -253,6 +258,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tracker", default="bytetrack", help="with --track: bytetrack, botsort or a tracker YAML file"
     )
+    parser.add_argument(
+        "--slice",
+        type=int,
+        default=None,
+        help="sliced inference: predict each image on tiles of this many pixels (--batch tiles per pass), merged",
+    )
+    parser.add_argument(
+        "--overlap",
+        type=float,
+        default=0.2,
+        help="with --slice: the fraction by which neighbouring tiles overlap",
+    )
     return parser
 
 
@@ -303,6 +320,21 @@ def prediction_record(
         "task": task,
         "num_detections": len(det),
         "detections": detections_to_json(det, names),
+        **({"probs": probs_to_json(det.probs, names)} if det.probs is not None else {}),
+    }
+
+
+def probs_to_json(probs: torch.Tensor, names: Sequence[str]) -> dict[str, Any]:
+    """A classifier's image record: every class probability and the five most likely classes with names."""
+    values = probs.detach().float().cpu()
+    top = torch.argsort(values, descending=True, stable=True)[:5].tolist()
+    return {
+        "data": [float(v) for v in values],
+        "top1": int(top[0]),
+        "top1_name": names[top[0]] if top[0] < len(names) else str(top[0]),
+        "top1conf": float(values[top[0]]),
+        "top5": [int(i) for i in top],
+        "top5conf": [float(values[i]) for i in top],
     }
 
 
@@ -615,6 +647,8 @@ def iter_predictions_to_dir(
     on_progress: Callable[[int, int | None], None] | None = None,
     on_skip: Callable[[ImageLoadError], None] | None = None,
     tracker: StreamTracker | None = None,
+    slice: int | None = None,
+    overlap: float = 0.2,
 ) -> Generator[Results, None, PredictionRun]:
     """Predict every image and frame of ``source`` with ``net`` (made ready by
     :func:`~lucid_core.inference.prepare_inference_model`, decode ``mode``), write the outputs into ``output``
@@ -626,8 +660,13 @@ def iter_predictions_to_dir(
     with ``on_skip`` is passed to it and skipped. Ctrl-C closes the outputs and returns the run so far
     (``interrupted``). With ``tracker`` every result is tracked by it first (``--track``: IDs in the outputs and
     a MOTChallenge results file per sequence; ``conf`` is the caller's, e.g. ``tracker.default_conf``).
+    ``slice``/``overlap``: sliced inference (:func:`lucid_core.inference.sliced_frame_detections`).
     """
     _check_options(imgsz, batch, vid_stride, max_frames)
+    try:
+        check_slicing(net, slice, overlap)
+    except ValueError as exc:
+        raise UsageError(f"--slice {slice} --overlap {overlap}: {exc}") from None
     out_dir = Path(output)
     items = _plan(source)
     inputs = [
@@ -666,6 +705,8 @@ def iter_predictions_to_dir(
         classes=classes,
         agnostic_nms=agnostic_nms,
         batch=batch,
+        slice=slice,
+        overlap=overlap,
     )
     if tracker is not None:
         pairs = _tracked_pairs(pairs, tracker)
@@ -793,6 +834,8 @@ def predict_to_dir(
     max_frames: int | None = None,
     track: bool = False,
     tracker: str | os.PathLike[str] = "bytetrack",
+    slice: int | None = None,
+    overlap: float = 0.2,
     on_progress: Callable[[int, int | None], None] | None = None,
     on_skip: Callable[[ImageLoadError], None] | None = None,
 ) -> PredictionRun:
@@ -801,7 +844,8 @@ def predict_to_dir(
 
     ``imgsz`` defaults to the checkpoint's; ``decode`` to the family's decoder; ``classes`` / ``agnostic_nms`` as
     :func:`lucid_core.predict`. ``track``: follow the objects with ``tracker`` (a name or a YAML file; module
-    docstring); ``conf`` defaults to ``PREDICT_CONF``, or to the tracker's ``track_low_thresh`` when tracking. A
+    docstring); ``conf`` defaults to ``PREDICT_CONF``, or to the tracker's ``track_low_thresh`` when tracking.
+    ``slice``/``overlap``: sliced inference on ``slice``-pixel tiles (:func:`lucid_core.predict`'s). A
     bad value, a missing source or an output that would replace an input raises
     :class:`~lucid_core.cli_errors.UsageError`; an unusable tracker YAML
     :class:`~lucid_core.track.TrackerConfigError`; an unreadable checkpoint its loader's error. With no image or
@@ -845,6 +889,8 @@ def predict_to_dir(
             on_progress=on_progress,
             on_skip=on_skip,
             tracker=session,
+            slice=slice,
+            overlap=overlap,
         )
     )
 
@@ -904,6 +950,8 @@ def _run(args: argparse.Namespace) -> int:
         max_frames=args.max_frames,
         track=args.track,
         tracker=args.tracker,
+        slice=args.slice,
+        overlap=args.overlap,
         on_progress=progress,
         on_skip=skipped,
     )
