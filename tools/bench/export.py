@@ -7,7 +7,8 @@ timed as the reference's ``export`` workload does: ``predict(model, image)`` on 
 torch threads. YOLO26 exports hold the one-to-one branch, so predict decodes with top-k. The INT8 IR is calibrated
 on ``--calibration`` (default ``../shared/data/coco8/images``: the timing does not depend on the images). Printed:
 each format's latency, INT8/fp32, and with ``--vs-reference`` the reference's latency for the same format
-(``run.sh export --format F --image IMG``) and ours/reference. Targets: OpenVINO ≤ 1.0× (goal 0.8×), ONNX and
+(``run.sh export --format F --image IMG``) and ours/reference, and the 1-minute load average before and after (the
+figures are only comparable on an idle CPU; docs/EXPORT.md "Latency"). Targets: OpenVINO ≤ 1.0× (goal 0.8×), ONNX and
 TorchScript ≤ 0.8×, our INT8 ≤ 0.6× our OpenVINO fp32.
 
 Run by hand or by ``make bench``: ``uv run --no-sync python tools/bench/export.py [--threads 2] [--vs-reference]``.
@@ -16,6 +17,7 @@ Run by hand or by ``make bench``: ``uv run --no-sync python tools/bench/export.p
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -60,6 +62,7 @@ def main() -> int:
     add_reference_flag(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    print(f"export bench: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     tune_glibc_malloc()  # as lucid-predict's main does
     torch.manual_seed(0)
     model = build_model("yolo26", "detect", "n", num_classes=80)
@@ -83,7 +86,10 @@ def main() -> int:
             )
             net = load_exported(target, threads=args.threads)
             ours[name] = _latency_ms(net, args.image, args.imgsz, args.runs)
-            print(f"export {name} yolo26n@{args.imgsz}: ours {ours[name]:.1f} ms ({args.threads} threads)")
+            print(
+                f"export {name} yolo26n@{args.imgsz}: ours {ours[name]:.1f} ms ({args.threads} threads)",
+                flush=True,
+            )
     if "openvino" in ours and "openvino-int8" in ours:
         ratio = ours["openvino-int8"] / ours["openvino"]
         print(f"export openvino int8/fp32: {ratio:.2f} (target <= 0.6)")
@@ -96,7 +102,8 @@ def main() -> int:
             )
             ratio = print_pair(f"export {name} yolo26n@{args.imgsz}", ours[name], reference, "ms")
             if ratio is not None:
-                print(f"export {name}: ours/reference {ratio:.2f} (target <= {TARGETS[name]})")
+                print(f"export {name}: ours/reference {ratio:.2f} (target <= {TARGETS[name]})", flush=True)
+    print(f"export bench: load average {os.getloadavg()[0]:.1f} at the end")
     return 0
 
 

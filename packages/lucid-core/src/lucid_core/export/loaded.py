@@ -31,7 +31,6 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 
 from lucid_core.errors import CheckpointError
 from lucid_core.export.metadata import IR_METADATA_FILE, sidecar_path
@@ -167,9 +166,16 @@ class ExportedModel(YOLOModel):
         if (h, w) != (eh, ew) and (h % stride or w % stride):
             raise ValueError(f"{self.source}: input {h}x{w} is not a multiple of the stride {stride}")
         device = x.device
-        x = x.float()
-        if (h, w) != (eh, ew):
-            x = F.pad(x, (0, ew - w, 0, eh - h), value=PAD_VALUE)
+        if (h, w) != (eh, ew):  # one copy, straight into the layout the runner feeds its runtime
+            layout = getattr(self.runner, "memory_format", torch.contiguous_format)
+            padded = torch.empty(
+                (*x.shape[:2], eh, ew), dtype=torch.float32, device=device, memory_format=layout
+            )
+            padded.fill_(PAD_VALUE)
+            padded[:, :, :h, :w] = x
+            x = padded
+        else:
+            x = x.float()
         outputs = self._run_batches(x)
         pred, proto = (
             outputs[0].float().to(device),
@@ -177,7 +183,7 @@ class ExportedModel(YOLOModel):
         )
         if self.output == "dense":
             if (h, w) != (eh, ew):
-                pred = pred[..., _level_keep((eh, ew), (h, w), list(self._strides)).to(device)]
+                pred = pred.index_select(-1, _level_keep((eh, ew), (h, w), list(self._strides)).to(device))
         else:
             pred = self._rows_to_dense(pred)
         if proto is not None:
@@ -213,7 +219,8 @@ class ExportedModel(YOLOModel):
 def load_exported(path: str | Path, *, threads: int | None = None) -> ExportedModel:
     """The exported model at ``path`` (module docstring) with its metadata; every failure — a missing runtime
     (the message names the extra), a corrupt file, a file without lucid metadata — raises
-    :class:`CheckpointError` naming the path. ``threads``: OpenVINO's CPU threads (None = its default)."""
+    :class:`CheckpointError` naming the path. ``threads``: the runtime's CPU threads (OpenVINO: None = its
+    default; ONNX Runtime: None = ``torch.get_num_threads()``)."""
     p = Path(path)
     kind = exported_kind(p)
     if kind is None:
@@ -226,7 +233,7 @@ def load_exported(path: str | Path, *, threads: int | None = None) -> ExportedMo
         raise CheckpointError(f"{p}: exported model not found")
     runner: Runner
     if kind == "onnx":
-        onnx_runner = OnnxRunner(p)
+        onnx_runner = OnnxRunner(p, threads=threads)
         runner, metadata = onnx_runner, onnx_runner.metadata
     elif kind == "torchscript":
         ts_runner = TorchScriptRunner(p)

@@ -1,6 +1,7 @@
 """The runtimes that run an exported file: one runner per format, each a callable ``arrays in -> arrays out``.
 
-A runner takes one float32 ``(B, 3, H, W)`` tensor and returns the graph's outputs in order as tensors on the CPU
+A runner takes one float32 ``(B, 3, H, W)`` tensor (in any layout; an optional ``memory_format`` attribute names
+the one it feeds its runtime, default contiguous NCHW) and returns the graph's outputs in order as tensors on the CPU
 (TensorRT: on its CUDA device). ``batch`` is the fixed batch of the file or None (dynamic); ``hw`` its input
 size. The runtime packages are optional extras, imported when a runner is made; a missing one raises
 :class:`~lucid_core.errors.CheckpointError` naming the extra.
@@ -63,15 +64,26 @@ def read_onnx_metadata(path: Path, custom: dict[str, str]) -> dict[str, Any]:
 
 
 class OnnxRunner:
-    """onnxruntime on the CPU (the ``onnx`` extra)."""
+    """onnxruntime on the CPU (the ``onnx`` extra).
 
-    def __init__(self, path: Path) -> None:
+    Session: ``threads`` intra-op threads (None = ``torch.get_num_threads()``, the count the caller set for torch),
+    one inter-op thread, sequential execution, every graph optimisation, and worker threads that sleep rather than
+    spin between operators (measured faster on a shared CPU: docs/EXPORT.md "Latency").
+    """
+
+    def __init__(self, path: Path, *, threads: int | None = None) -> None:
         try:
             import onnxruntime as ort  # the [onnx] extra
         except ImportError:
             raise _needs("onnxruntime", "onnx", path) from None
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = int(threads) if threads is not None else torch.get_num_threads()
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
-            self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own types for unreadable or invalid models
             raise CheckpointError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from exc
         self.metadata = read_onnx_metadata(path, dict(self.session.get_modelmeta().custom_metadata_map))
@@ -107,10 +119,13 @@ class TorchScriptRunner:
         self.metadata = parse_metadata(extra[METADATA_KEY], path)
         self.half = self.metadata.get("precision") == "fp16"
         self.batch = self.metadata.get("batch")
+        self.memory_format = torch.channels_last  # the layout it is fed (ExportedModel pads straight into it)
 
     def __call__(self, x: Tensor) -> list[Tensor]:
+        """Run ``x`` fed in channels_last, the layout the trace was written in (:mod:`.torchscript`)."""
+        x = x.to(torch.float16 if self.half else torch.float32)
         with torch.inference_mode():
-            out = self.module(x.to(torch.float16 if self.half else torch.float32).contiguous())
+            out = self.module(x.contiguous(memory_format=torch.channels_last))
         return list(out) if isinstance(out, tuple | list) else [out]
 
 
@@ -119,6 +134,8 @@ class OpenVINORunner:
 
     ``threads``: the CPU plugin's inference threads (None = its default). float32 IRs run with float32 inference
     precision (not the plugin's bf16 default on CPUs that have it), so they match PyTorch to float rounding.
+    Compiled for one request at a time: ``PERFORMANCE_HINT`` LATENCY with one stream (OpenVINO's CPU device
+    documentation, "Performance hints"), which predict's one image per call wants (docs/EXPORT.md "Latency").
     """
 
     def __init__(self, xml: Path, metadata: dict[str, Any], *, threads: int | None = None) -> None:
@@ -134,7 +151,7 @@ class OpenVINORunner:
         self.metadata = metadata
         self.half = False  # IR inputs stay float32 (fp16 IRs compress the weights only)
         self.batch = metadata.get("batch")
-        self.config: dict[str, Any] = {}
+        self.config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
         if metadata.get("precision") == "fp32":
             self.config["INFERENCE_PRECISION_HINT"] = "f32"
         if threads is not None:
