@@ -1,14 +1,14 @@
 """Trajectory gate (level 4 of the reproduction protocol): our per-epoch validation curves against the reference's.
 
 **Distributional gate** (the default, ``make goldens``): each :data:`GATES` entry is a recipe (the embedded default
-run's, for detect yolo26n/yolo11n, segment, obb and pose) whose reference seed distribution was recorded black box
+run's, for detect yolo26n/yolo11n, segment, obb, pose and classify) whose reference seed distribution was recorded black box
 and scored by our evaluator (``tools/record_reference.py``, ``tools/fidelity/<gate>.json``). Ours trains over N
 seeds (``--seeds``, 3 in ``make goldens``, 5 for a release) on the real lucid-train code path and is scored the
 same way (in-training validation's protocol). Per gated curve and epoch, from the first epoch where the
 reference's relative seed spread is ≤ :data:`SPREAD_BOUND`: ours' seed mean ≥ the reference's minus
 :data:`SE_FACTOR` standard errors of the difference, and at the last epoch ≥ :data:`FINAL_RATIO` × the reference's
 (:func:`compare_distributions`; docs/TRAINING.md, "Distributional gate"). Every gate prints its per-epoch table
-(both means, both spreads, the limit, the verdict); ``--task all|detect|segment|obb|pose|<gate>`` picks gates,
+(both means, both spreads, the limit, the verdict); ``--task all|detect|segment|obb|pose|classify|<gate>`` picks gates,
 ``--runs-dir DIR`` keeps and reuses each seed's scored rows, ``--loss box=3.75`` trains a deliberately broken
 recipe. Usage: ``uv run --no-sync python tools/check_trajectory.py [--task T] [--seeds N] [--threads N]``.
 
@@ -81,6 +81,7 @@ class Curve:
     reference_key: tuple[str, ...]
     decode: str = "nms"
     iou_type: str = "bbox"
+    #: ``mAP50-95``/``mAP50``; ``top1``/``top5`` for an image-level task (``evaluate_accuracy``'s result fields)
     metric: str = "mAP50-95"
     #: the distributional gate judges this curve (False: printed only)
     gated: bool = True
@@ -234,6 +235,34 @@ def _shapes_gate(name: str, family: str, task: str, data: str, curves: tuple[Cur
     return Gate(recipe, model)
 
 
+def _classify_gate(name: str, family: str, model: str) -> Gate:
+    """The embedded default run of classification (lucid_train/configs/classify_default.yaml: synthetic 1000/100
+    images of 3 classes at 64 px, 10 epochs, batch 16, nominal batch 16, AdamW at auto's lr0 for 3 classes, 1
+    warm-up epoch), scored by top-1 accuracy (``evaluate_accuracy``: centre crop at imgsz). Top-5 is printed, not
+    gated: with 3 classes it is 1.0 for every model."""
+    recipe = TrajectoryRecipe(
+        name=name,
+        trajectory="",
+        data="synth:classify",
+        family=family,
+        scale="n",
+        task="classify",
+        epochs=10,
+        batch_size=16,
+        imgsz=64,
+        # lr0 = round(0.002 * 5 / (4 + 3), 6): what classify_default.yaml's AdamW resolves to (lucid_core.optim)
+        optimizer={
+            "name": "AdamW",
+            "lr0": 0.001429,
+            "momentum": 0.9,
+            "nominal_batch": 16,
+            "warmup_epochs": 1.0,
+        },
+        curves=(Curve("top1 acc", (), metric="top1"), Curve("top5 acc", (), metric="top5", gated=False)),
+    )
+    return Gate(recipe, model)
+
+
 def _both(iou_type: str, gated: bool = True) -> tuple[Curve, ...]:
     """The one-to-many + NMS path (in-training validation's primary) and the one-to-one top-k path of yolo26."""
     what = {"bbox": "box", "segm": "mask", "keypoints": "pose", "rotated": "obb"}[iou_type]
@@ -272,6 +301,7 @@ GATES: tuple[Gate, ...] = (
         _both("bbox")[:1],
         "yolo11n.yaml",
     ),
+    _classify_gate("shapes_yolo26n_classify", "yolo26", "yolo26n-cls.yaml"),
 )
 
 
@@ -287,18 +317,23 @@ def select_gates(names: list[str]) -> list[Gate]:
     return chosen
 
 
-def synth_dataset(task: str, root: Path = SYNTH_DATA_DIR) -> Path:
-    """The data YAML of the gate's synthetic ``task`` dataset under ``root`` (``shapes-<task>``), synthesized on
-    first use into a temporary sibling and renamed into place (an interrupted synthesis leaves nothing)."""
+def synth_dataset(task: str, root: Path = SYNTH_DATA_DIR, imgsz: int = SYNTH_SETTINGS["imgsz"]) -> Path:
+    """The gate's synthetic ``task`` dataset under ``root`` (``shapes-<task>``, :data:`SYNTH_SETTINGS` at ``imgsz``,
+    the recipe's image size as the embedded default synthesizes it): its data YAML, or for an image-level task
+    (classify) its folder-per-class root. Synthesized on first use into a temporary sibling and renamed into place
+    (an interrupted synthesis leaves nothing)."""
+    from lucid_core.tasks import get_task
     from lucid_data.synth import synthesize
 
     folder = root / f"shapes-{task}"
-    if not (folder / "data.yaml").is_file():
+    image_level = get_task(task).image_level
+    made = folder / "train" if image_level else folder / "data.yaml"
+    if not made.exists():
         root.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=root, prefix=f".shapes-{task}-") as tmp:
-            synthesize(task, Path(tmp) / "out", **SYNTH_SETTINGS)
+            synthesize(task, Path(tmp) / "out", **{**SYNTH_SETTINGS, "imgsz": imgsz})
             (Path(tmp) / "out").rename(folder)
-    return folder / "data.yaml"
+    return folder if image_level else folder / "data.yaml"
 
 
 def load_distribution(gate: Gate, path: Path | None = None) -> dict[str, Any]:
@@ -519,7 +554,7 @@ def _our_value(result: Any, curve: Curve) -> float:
 
 def _data_yaml(recipe: TrajectoryRecipe, shared: Path) -> Path:
     if recipe.data.startswith("synth:"):
-        return synth_dataset(recipe.data.removeprefix("synth:"))
+        return synth_dataset(recipe.data.removeprefix("synth:"), imgsz=recipe.imgsz)
     data_yaml = shared / recipe.data
     if not data_yaml.is_file():
         raise TrajectorySkipped(f"{data_yaml} is not present")
@@ -528,9 +563,16 @@ def _data_yaml(recipe: TrajectoryRecipe, shared: Path) -> Path:
 
 def score_model(recipe: TrajectoryRecipe, model: Any, val_source: Any) -> dict[str, float]:
     """Every curve of ``recipe`` for ``model``, scored exactly as the reference's epochs were (the README's
-    ``lucid-eval --imgsz <score size> --decode both``)."""
-    from lucid_train.eval import evaluate_model
+    ``lucid-eval --imgsz <score size> --decode both``). An image-level task (``Task.image_level``: classify) is
+    scored by ``evaluate_accuracy`` at the score size (centre crop), its curves' ``metric`` ``top1``/``top5``."""
+    from lucid_core.tasks import get_task
+    from lucid_train.eval import evaluate_accuracy, evaluate_model
 
+    if get_task(recipe.task).image_level:
+        accuracy = evaluate_accuracy(
+            model, val_source, imgsz=recipe.score_imgsz or recipe.imgsz, batch_size=32
+        )
+        return {curve.label: float(getattr(accuracy, curve.metric)) for curve in recipe.curves}
     result = evaluate_model(
         model,
         val_source,
@@ -926,7 +968,8 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=None,
         help="distributional gate (the default, all gates): ours over --seeds seeds against the reference's "
-        "recorded seed distribution (tools/fidelity/); 'all', a task (detect, segment, obb, pose) or a gate name; "
+        "recorded seed distribution (tools/fidelity/); 'all', a task (detect, segment, obb, pose, classify) or a "
+        "gate name; "
         "repeatable",
     )
     parser.add_argument(

@@ -2,7 +2,7 @@
 
 - ``record GATE --seeds 0 1 2``: runs ``../shared/refbench/run.sh train`` once per seed, one after the other, into
   ``runs/fidelity/ref/<gate>/seed<s>/`` (git-ignored): the reference's own ``train()`` with the gate's recipe
-  (:data:`REFERENCE_SETTINGS`), per-epoch checkpoints ``weights/epoch<e>.pt``. A seed whose last checkpoint exists is
+  (:func:`reference_settings`), per-epoch checkpoints ``weights/epoch<e>.pt``. A seed whose last checkpoint exists is
   skipped, so an interrupted recording resumes. The data is a copy under ``runs/fidelity/data/`` (the reference
   writes label caches next to the labels): the shared folder copied, or the gate's synthesized dataset.
 - ``score GATE``: scores every recorded checkpoint of every seed with our current evaluator and importer
@@ -33,6 +33,8 @@ from typing import Any
 
 import yaml
 
+from lucid_core.tasks import get_task
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import check_trajectory as ct  # tools/ is not a package: the directory is on sys.path
 
@@ -62,7 +64,8 @@ REFERENCE_SETTINGS: dict[str, object] = {
     "workers": 1,
 }
 THREADS = 1  # refbench's --threads: one core for the reference, the other for everyone else
-#: the source the scores depend on: the importer, the model, decoding/NMS, letterboxing and the COCO evaluator
+#: the source the scores depend on: the importer, the model, decoding/NMS, letterboxing, the COCO evaluator and
+#: classification's evaluation crop and accuracy
 EVALUATOR_SOURCES = (
     "packages/lucid-core/src/lucid_core/interop",
     "packages/lucid-core/src/lucid_core/models",
@@ -73,12 +76,32 @@ EVALUATOR_SOURCES = (
     "packages/lucid-core/src/lucid_core/postprocess.py",
     "packages/lucid-core/src/lucid_core/inference.py",
     "packages/lucid-data/src/lucid_data/rect.py",
+    "packages/lucid-data/src/lucid_data/augment/classify.py",  # classification's resize + centre crop
     "packages/lucid-train/src/lucid_train/eval",
 )
 
 
 def gate(name: str) -> ct.Gate:
     return ct.select_gates([name])[0]
+
+
+def reference_settings(g: ct.Gate) -> dict[str, object]:
+    """The reference's ``train()`` settings of ``g``'s recipe (its key names, docs.ultralytics.com/usage/cfg):
+    :data:`REFERENCE_SETTINGS` for the dense gates; ``close_mosaic`` only where the recipe sets it."""
+    r = g.recipe
+    settings: dict[str, object] = {
+        "epochs": r.epochs,
+        "batch": r.batch_size,
+        "imgsz": r.imgsz,
+        "optimizer": r.optimizer["name"],
+        "lr0": r.optimizer["lr0"],
+        "momentum": r.optimizer["momentum"],
+        "nbs": r.optimizer["nominal_batch"],
+        "warmup_epochs": r.optimizer["warmup_epochs"],
+    }
+    if "close_mosaic" in r.augment:
+        settings["close_mosaic"] = r.augment["close_mosaic"]
+    return {**settings, "workers": r.workers}
 
 
 def evaluator_version() -> dict[str, str]:
@@ -110,10 +133,14 @@ def machine_class() -> dict[str, str]:
 
 def dataset_yaml(g: ct.Gate) -> Path:
     """The gate's dataset copy for the reference (made on first use), as ``reference.yaml``: its data YAML with an
-    absolute ``path`` (refbench runs in a temporary folder)."""
+    absolute ``path`` (refbench runs in a temporary folder). An image-level task's (classify) synthesized set is
+    passed as its folder-per-class root, absolute (the reference's ``data=`` for classification)."""
     data = g.recipe.data
     if data.startswith("synth:"):
-        root = ct.synth_dataset(data.removeprefix("synth:"), DATA_DIR).parent
+        synthesized = ct.synth_dataset(data.removeprefix("synth:"), DATA_DIR, imgsz=g.recipe.imgsz)
+        if synthesized.is_dir():
+            return synthesized.resolve()
+        root = synthesized.parent
     else:
         source = (ct.SHARED_DIR / data).parent
         root = DATA_DIR / source.name
@@ -145,7 +172,7 @@ def record(g: ct.Gate, seeds: list[int]) -> None:
         if out.exists():
             shutil.rmtree(out)  # an interrupted seed restarts from scratch
         out.parent.mkdir(parents=True, exist_ok=True)
-        settings = {**REFERENCE_SETTINGS, "data": str(data), "seed": seed, "name": out.name}
+        settings = {**reference_settings(g), "data": str(data), "seed": seed, "name": out.name}
         cmd = [str(REFBENCH), "train", "--threads", str(THREADS), "--model", g.reference_model]
         cmd += ["--project", str(out.parent), *(f"{k}={v}" for k, v in settings.items())]
         print(f"{g.name} seed {seed}: {' '.join(cmd)}", flush=True)
@@ -164,6 +191,15 @@ def reference_internal(run: Path) -> list[dict[str, float]]:
     with open(run / "results.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     return [{k.strip(): float(v) for k, v in row.items() if k.strip().startswith("metrics/")} for row in rows]
+
+
+def protocol(g: ct.Gate) -> str:
+    """How ``score`` scored the checkpoints (``check_trajectory.score_model``), as the distribution file says."""
+    if get_task(g.recipe.task).image_level:
+        how = f"evaluate_accuracy: imgsz {g.recipe.imgsz}, resize + centre crop"
+    else:
+        how = f"imgsz {g.recipe.imgsz}, rect {g.recipe.score_rect}, multi_label {g.recipe.score_multi_label}"
+    return f"check_trajectory.score_model: {how}, EMA weights of weights/epoch<e>.pt"
 
 
 def score(g: ct.Gate, out: Path | None = None) -> Path:
@@ -194,7 +230,7 @@ def score(g: ct.Gate, out: Path | None = None) -> Path:
         "recipe": {
             "reference_model": g.reference_model,
             "data": g.recipe.data,
-            "settings": REFERENCE_SETTINGS,
+            "settings": reference_settings(g),
             "refbench_threads": THREADS,
         },
         "seeds": seeds,
@@ -202,8 +238,7 @@ def score(g: ct.Gate, out: Path | None = None) -> Path:
         "reference_version": ", ".join(sorted(versions)),
         "scored_with": {
             **evaluator_version(),
-            "protocol": f"check_trajectory.score_model: imgsz {g.recipe.imgsz}, rect {g.recipe.score_rect}, "
-            f"multi_label {g.recipe.score_multi_label}, EMA weights of weights/epoch<e>.pt",
+            "protocol": protocol(g),
         },
         "curves": [c.label for c in g.recipe.curves],
         "runs": runs,

@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import cv2
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("check_trajectory", REPO / "tools" / "check_trajectory.py")
@@ -395,7 +397,8 @@ def test_gate_one_seed_of_ours_borrows_the_reference_spread() -> None:
 def test_select_gates() -> None:
     names = [g.name for g in trajectory_tool.GATES]
     assert [g.name for g in trajectory_tool.select_gates(["all"])] == names
-    assert {g.recipe.task for g in trajectory_tool.GATES} == {"detect", "segment", "obb", "pose"}
+    assert {g.recipe.task for g in trajectory_tool.GATES} == {"detect", "segment", "obb", "pose", "classify"}
+    assert [g.name for g in trajectory_tool.select_gates(["classify"])] == ["shapes_yolo26n_classify"]
     assert [g.name for g in trajectory_tool.select_gates(["detect"])] == [
         "shapes_yolo26n_detect",
         "shapes_yolo11n_detect",
@@ -447,6 +450,112 @@ def test_gate_main_fails_a_broken_recipe(
     assert "SKIP shapes_yolo26n_obb" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         trajectory_tool.main(["--task", GATE.name, "--only", RATIO_RECIPES[0].name])
+
+
+# ------------------------------------------------------------------------------------ the classification gate
+CLASSIFY = trajectory_tool.select_gates(["shapes_yolo26n_classify"])[0]
+
+
+def test_classify_gate_is_the_embedded_default_run() -> None:
+    """The gate trains what ``lucid-train fit --model.task classify`` trains (classify_default.yaml): same epochs,
+    batch, image size, synthetic set, optimizer and the lr0 auto's rule gives 3 classes; top-1 gated, top-5 not."""
+    from lucid_core.optim.recipe import OptimizerConfig, resolve_optimizer
+
+    default = yaml.safe_load(
+        (REPO / "packages/lucid-train/src/lucid_train/configs/classify_default.yaml").read_text(
+            encoding="utf-8"
+        )
+    )
+    recipe = CLASSIFY.recipe
+    assert (recipe.task, recipe.data, CLASSIFY.reference_model) == (
+        "classify",
+        "synth:classify",
+        "yolo26n-cls.yaml",
+    )
+    assert recipe.epochs == default["trainer"]["max_epochs"]
+    assert recipe.batch_size == default["data"]["batch_size"] and recipe.workers == default["data"]["workers"]
+    synth = default["data"]["synth"]
+    assert recipe.imgsz == synth["imgsz"]
+    settings = {**trajectory_tool.SYNTH_SETTINGS, "imgsz": recipe.imgsz}
+    assert {k: settings[k] for k in synth} == synth
+    opt = default["optimizer"]
+    assert (
+        recipe.optimizer["name"] == opt["name"] and recipe.optimizer["nominal_batch"] == opt["nominal_batch"]
+    )
+    assert recipe.optimizer["warmup_epochs"] == opt["warmup_epochs"] and "lr0" not in opt
+    resolved = resolve_optimizer(
+        OptimizerConfig(name=opt["name"]), num_classes=synth["num_classes"], batch_size=16, iterations=630
+    )
+    assert (recipe.optimizer["lr0"], recipe.optimizer["momentum"]) == (resolved.lr0, resolved.momentum)
+    assert recipe.augment == {}  # no mosaic to close: classification has its own crop/flip/colour pipeline
+    assert [(c.metric, c.gated) for c in recipe.curves] == [("top1", True), ("top5", False)]
+
+
+def test_classify_synth_dataset_is_a_class_folder_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``synth:classify`` is the folder-per-class root (what the reference's ``data=`` and our reader take),
+    synthesized once at the recipe's image size and then reused."""
+    monkeypatch.setattr(
+        trajectory_tool, "SYNTH_SETTINGS", {**trajectory_tool.SYNTH_SETTINGS, "n_train": 6, "n_val": 6}
+    )
+    root = trajectory_tool.synth_dataset("classify", tmp_path, imgsz=CLASSIFY.recipe.imgsz)
+    assert root == tmp_path / "shapes-classify" and root.is_dir()
+    classes = sorted(p.name for p in (root / "train").iterdir())
+    assert len(classes) == 3 and sorted(p.name for p in (root / "val").iterdir()) == classes
+    image = next((root / "val" / classes[0]).iterdir())
+    assert cv2.imread(str(image)).shape[:2] == (CLASSIFY.recipe.imgsz, CLASSIFY.recipe.imgsz)
+    stamp = image.stat().st_mtime_ns
+    assert trajectory_tool.synth_dataset("classify", tmp_path, imgsz=CLASSIFY.recipe.imgsz) == root
+    assert image.stat().st_mtime_ns == stamp  # reused, not synthesized again
+
+
+def test_score_model_scores_a_classifier_by_accuracy(tmp_path: Path) -> None:
+    """An image-level recipe is scored by ``evaluate_accuracy`` at the recipe's image size: top-1 is the share of
+    val images whose most probable class is their label, top-5 is 1 with 3 classes."""
+    from lucid_core.models import build_model
+    from lucid_data.readers import load_dataset
+    from lucid_data.synth import synthesize
+    from lucid_train.eval import evaluate_accuracy
+
+    root = synthesize("classify", tmp_path / "cls", n_train=3, n_val=9, imgsz=48, num_classes=3, seed=0)
+    model = build_model("yolo26", "classify", "n", num_classes=3).eval()
+    source = load_dataset(root, "val", "classify")
+    recipe = dataclasses.replace(CLASSIFY.recipe, imgsz=48)
+    scores = trajectory_tool.score_model(recipe, model, source)
+    direct = evaluate_accuracy(model, source, imgsz=48)
+    assert scores == {"top1 acc": direct.top1, "top5 acc": 1.0}
+    assert direct.num_images == 9 and scores["top1 acc"] in {k / 9 for k in range(10)}
+
+
+def test_classify_gate_end_to_end_with_a_stub_trainer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A saturated top-5 curve (1.0 on both sides, sd 0) is printed as ``info``; top-1 alone decides."""
+    monkeypatch.setattr(trajectory_tool, "FIDELITY_DIR", tmp_path)
+
+    def rows(top1: list[float]) -> list[dict[str, Any]]:
+        return [
+            {"epoch": e, "in_training": {}, "losses": {"loss": 0.5}, "top1 acc": v, "top5 acc": 1.0}
+            for e, v in enumerate(top1)
+        ]
+
+    top1 = [0.45, 0.6, 0.75, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99]
+    reference = [rows([min(1.0, v + (k - 1) * 0.01) for v in top1]) for k in range(3)]
+    _write_distribution(tmp_path, CLASSIFY, reference)
+    factor = {"value": 1.0}
+
+    def fake_train(r: Any, threads: Any = None, model_options: Any = None) -> list[dict[str, Any]]:
+        return rows([factor["value"] * min(1.0, v + (r.seed - 1) * 0.01) for v in top1])
+
+    monkeypatch.setattr(trajectory_tool, "train_and_score", fake_train)
+    assert trajectory_tool.main(["--task", "classify"]) == 0
+    out = capsys.readouterr().out
+    assert "ok   shapes_yolo26n_classify" in out and "top5 acc (reference 3 seeds" in out and "| info" in out
+    factor["value"] = 0.9
+    assert trajectory_tool.main(["--task", "classify"]) == 1
+    captured = capsys.readouterr()
+    assert "top1 acc: final epoch seed mean" in captured.err and "top5" not in captured.err
 
 
 COMMITTED = [g for g in trajectory_tool.GATES if g.distribution.is_file()]
