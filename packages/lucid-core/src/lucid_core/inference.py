@@ -708,24 +708,53 @@ def _predict_batch(
     infer_ms = (time.perf_counter() - start) * 1e3 / len(pending)
     for index, (frame, _, info, prep_s) in enumerate(pending):
         start = time.perf_counter()
-        (det,) = postprocess(
+        det = decode_to_original(
+            net,
             _select(output, index) if len(pending) > 1 else output,
-            task=net.task,
-            nc=net.num_classes,
+            info,
             mode=mode,
             conf=conf,
             iou=iou,
             max_det=max_det,
-            kpt_shape=net.kpt_shape,
-            input_hw=info.input_hw,
-            retina_letterbox=info if retina_masks else None,
+            retina_masks=retina_masks,
             classes=classes,
-            agnostic=agnostic_nms,
+            agnostic_nms=agnostic_nms,
         )
-        det = detections_to_original(det.to("cpu"), info, masks_in_original=retina_masks)
         post_ms = (time.perf_counter() - start) * 1e3
         speed = {"preprocess": prep_s * 1e3, "inference": infer_ms, "postprocess": post_ms}
         yield frame, _frame_results(frame, det, names, net, speed)
+
+
+def decode_to_original(
+    net: YOLOModel,
+    output: Any,
+    info: LetterboxInfo,
+    *,
+    mode: Literal["nms", "topk"],
+    conf: float,
+    iou: float,
+    max_det: int,
+    retina_masks: bool,
+    classes: Sequence[int] | None,
+    agnostic_nms: bool,
+) -> Detections:
+    """One image's network ``output`` (batch axis of 1) decoded by :func:`~lucid_core.postprocess.postprocess`
+    and mapped from the input ``info`` describes back to original-image pixels, on the CPU."""
+    (det,) = postprocess(
+        output,
+        task=net.task,
+        nc=net.num_classes,
+        mode=mode,
+        conf=conf,
+        iou=iou,
+        max_det=max_det,
+        kpt_shape=net.kpt_shape,
+        input_hw=info.input_hw,
+        retina_letterbox=info if retina_masks else None,
+        classes=classes,
+        agnostic=agnostic_nms,
+    )
+    return detections_to_original(det.to("cpu"), info, masks_in_original=retina_masks)
 
 
 def _frame_results(
@@ -804,22 +833,20 @@ def sliced_frame_detections(
         if isinstance(output, TrainOutput):
             raise RuntimeError("predict: the model returned training outputs in eval mode")
         for index, window in enumerate(chunk):
-            (det,) = postprocess(
-                _select(output, index) if len(chunk) > 1 else output,
-                task=net.task,
-                nc=net.num_classes,
+            one = _select(output, index) if len(chunk) > 1 else output
+            det = decode_to_original(
+                net,
+                one,
+                info,
                 mode=mode,
                 conf=conf,
                 iou=iou,
                 max_det=max_det,
-                kpt_shape=net.kpt_shape,
-                input_hw=info.input_hw,
-                retina_letterbox=info if retina_masks else None,
+                retina_masks=retina_masks,
                 classes=classes,
-                agnostic=agnostic_nms,
+                agnostic_nms=agnostic_nms,
             )
-            original = detections_to_original(det.to("cpu"), info, masks_in_original=retina_masks)
-            tiles.append(TileDetections(window, original))
+            tiles.append(TileDetections(window, det))
     if len(tiles) == 1:
         return tiles[0].detections
     return merge_tiles(tiles, (h, w), merge_iou=merge_iou, max_det=max_det, agnostic=agnostic_nms)
@@ -856,21 +883,19 @@ def predict_prepared(
             output = forward_for_decode(net, x, mode)
         if isinstance(output, TrainOutput):
             raise RuntimeError("predict: the model returned training outputs in eval mode")
-        (det,) = postprocess(
+        det = decode_to_original(
+            net,
             output,
-            task=net.task,
-            nc=net.num_classes,
+            info,
             mode=mode,
             conf=conf,
             iou=iou,
             max_det=max_det,
-            kpt_shape=net.kpt_shape,
-            input_hw=info.input_hw,
-            retina_letterbox=info if retina_masks else None,
+            retina_masks=retina_masks,
             classes=classes,
-            agnostic=agnostic_nms,
+            agnostic_nms=agnostic_nms,
         )
-        results.append(detections_to_original(det.to("cpu"), info, masks_in_original=retina_masks))
+        results.append(det)
     return results
 
 

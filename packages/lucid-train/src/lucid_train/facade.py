@@ -337,6 +337,8 @@ class YOLO:
         save_txt: bool = False,
         save_crop: bool = False,
         save_json: bool = False,
+        slice: int | None = None,
+        overlap: float = 0.2,
     ) -> list[Results] | Iterator[Results]:
         """One :class:`lucid_core.Results` (original-image pixels) per image or frame of ``source``.
 
@@ -346,33 +348,80 @@ class YOLO:
         (memory stays flat over any video); ``batch``: frames per forward pass; ``vid_stride``: every n-th frame.
         With ``output``, each image or frame is predicted once and written as lucid-predict writes it
         (:func:`lucid_core.predict_cli.iter_predictions_to_dir`: one JSON per image by default; ``save``,
-        ``save_txt``, ``save_crop``, ``save_json`` as its flags). Example::
+        ``save_txt``, ``save_crop``, ``save_json`` as its flags). ``slice``/``overlap``: sliced inference on
+        ``slice``-pixel tiles (:func:`lucid_core.predict`'s). Example::
 
             YOLO("runs/train/best").predict("images/", output="runs/predict")
             # lucid-predict --weights runs/train/best --source images/ --output runs/predict
         """
+        return self._infer(
+            source,
+            tracker=None,
+            conf=float(PREDICT_CONF if conf is None else conf),
+            output=output,
+            imgsz=imgsz,
+            iou=iou,
+            max_det=max_det,
+            device=device,
+            decode=decode,
+            classes=classes,
+            agnostic_nms=agnostic_nms,
+            stream=stream,
+            batch=batch,
+            vid_stride=vid_stride,
+            save=save,
+            save_txt=save_txt,
+            save_crop=save_crop,
+            save_json=save_json,
+            slice=slice,
+            overlap=overlap,
+        )
+
+    def _infer(
+        self,
+        source: Any,
+        *,
+        tracker: StreamTracker | None,
+        conf: float,
+        output: str | os.PathLike[str] | None,
+        imgsz: int | None,
+        iou: float | None,
+        max_det: int | None,
+        device: str,
+        decode: Literal["nms", "topk"] | None,
+        classes: Sequence[int] | None,
+        agnostic_nms: bool,
+        stream: bool,
+        batch: int,
+        vid_stride: int,
+        save: bool,
+        save_txt: bool,
+        save_crop: bool,
+        save_json: bool,
+        slice: int | None = None,
+        overlap: float = 0.2,
+    ) -> list[Results] | Iterator[Results]:
+        """:meth:`predict` (``tracker`` None) or :meth:`track`: in memory, or written as lucid-predict writes."""
         model = self.model  # loaded once: repeated calls reuse it and its prepared (fused) copy
-        size = int(imgsz or self._imgsz)
-        threshold = float(PREDICT_CONF if conf is None else conf)
-        nms_iou = float(DEFAULT_IOU if iou is None else iou)
-        keep = int(DEFAULT_MAX_DET if max_det is None else max_det)
+        options: dict[str, Any] = {
+            "imgsz": int(imgsz or self._imgsz),
+            "conf": conf,
+            "iou": float(DEFAULT_IOU if iou is None else iou),
+            "max_det": int(DEFAULT_MAX_DET if max_det is None else max_det),
+            "device": device,
+            "classes": classes,
+            "agnostic_nms": agnostic_nms,
+            "batch": batch,
+            "vid_stride": vid_stride,
+        }
         if output is None:
-            results = predict(
-                model,
-                source,
-                imgsz=size,
-                conf=threshold,
-                iou=nms_iou,
-                max_det=keep,
-                device=device,
-                decode=decode,
-                classes=classes,
-                agnostic_nms=agnostic_nms,
-                stream=True,
-                batch=batch,
-                vid_stride=vid_stride,
-                names=self._names,
-            )
+            results = (
+                predict(model, source, decode=decode, stream=True, names=self._names, slice=slice,
+                        overlap=overlap, **options)
+                if tracker is None
+                else track_frames(model, source, tracker=tracker, decode=decode, stream=True, names=self._names,
+                                  **options)
+            )  # fmt: skip
             return results if stream else list(results)
         net, mode = cached_inference_model(model, decode=decode, device=device)
         written = iter_predictions_to_dir(
@@ -381,23 +430,18 @@ class YOLO:
             output,
             mode=mode,
             names=self._names,
-            imgsz=size,
-            conf=threshold,
-            iou=nms_iou,
-            max_det=keep,
-            device=device,
-            classes=classes,
-            agnostic_nms=agnostic_nms,
             save=save,
             save_txt=save_txt,
             save_crop=save_crop,
             save_json=save_json,
-            batch=batch,
-            vid_stride=vid_stride,
             weights=self.weights,
+            tracker=tracker,
+            slice=slice,
+            overlap=overlap,
+            **options,
         )
-        results = self._found(written, source)
-        return results if stream else list(results)
+        found = self._found(written, source)
+        return found if stream else list(found)
 
     # ------------------------------------------------------------------ track
     def _stream_tracker(self, tracker: TrackerSpec, persist: bool) -> StreamTracker:
@@ -448,55 +492,26 @@ class YOLO:
             # lucid-predict --weights runs/train/best --source clip.mp4 --output runs/track --track
         """
         session = self._stream_tracker(tracker, persist)
-        model = self.model
-        size = int(imgsz or self._imgsz)
-        threshold = float(session.default_conf if conf is None else conf)
-        nms_iou = float(DEFAULT_IOU if iou is None else iou)
-        keep = int(DEFAULT_MAX_DET if max_det is None else max_det)
-        if output is None:
-            results = track_frames(
-                model,
-                source,
-                tracker=session,
-                stream=True,
-                imgsz=size,
-                conf=threshold,
-                iou=nms_iou,
-                max_det=keep,
-                device=device,
-                decode=decode,
-                classes=classes,
-                agnostic_nms=agnostic_nms,
-                batch=batch,
-                vid_stride=vid_stride,
-                names=self._names,
-            )
-            return results if stream else list(results)
-        net, mode = cached_inference_model(model, decode=decode, device=device)
-        written = iter_predictions_to_dir(
-            net,
+        return self._infer(
             source,
-            output,
-            mode=mode,
-            names=self._names,
-            imgsz=size,
-            conf=threshold,
-            iou=nms_iou,
-            max_det=keep,
+            tracker=session,
+            conf=float(session.default_conf if conf is None else conf),
+            output=output,
+            imgsz=imgsz,
+            iou=iou,
+            max_det=max_det,
             device=device,
+            decode=decode,
             classes=classes,
             agnostic_nms=agnostic_nms,
+            stream=stream,
+            batch=batch,
+            vid_stride=vid_stride,
             save=save,
             save_txt=save_txt,
             save_crop=save_crop,
             save_json=save_json,
-            batch=batch,
-            vid_stride=vid_stride,
-            weights=self.weights,
-            tracker=session,
         )
-        found = self._found(written, source)
-        return found if stream else list(found)
 
     @staticmethod
     def _found(
