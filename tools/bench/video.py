@@ -10,13 +10,16 @@ measures (``../shared/refbench/README.md``): a warm-up pass over the first ``--w
 with N frames per forward. ``--vs-reference`` runs ``run.sh video --video V --family yolo26n`` on the same
 file and threads after ours, ``--pairs`` times alternating, and prints the medians and ours/reference (higher
 is better; targets: ≥ 1.5 for plain predict, ≥ 1.3 with ``--save``; the reference's figure is its plain
-``predict(stream=True)``, run.sh writes no video). The benchmark opts in to the malloc policy ``lucid-predict``
+``predict(stream=True)``, run.sh writes no video). ``--track`` also times ``lucid_core.track.track(model, video,
+stream=True)`` (ByteTrack, its default settings) against ``run.sh video --track`` (the reference's
+``track(persist=True, stream=True)``; target ≥ 1.4). The benchmark opts in to the malloc policy ``lucid-predict``
 uses (``tune_glibc_malloc`` at the start of ``main``) and, unless the environment sets one, runs both sides with
 ``OMP_WAIT_POLICY=PASSIVE`` (docs/benchmarks.md, "Known effect on a busy machine": torch's idle OpenMP threads
 otherwise spin on a shared machine; ``OMP_WAIT_POLICY=ACTIVE`` measures libgomp's default).
 
 Run by hand (not by tests):
-``uv run --no-sync python tools/bench/video.py [--threads 2] [--save] [--batch 4] [--vs-reference [--pairs 3]]``.
+``uv run --no-sync python tools/bench/video.py [--threads 2] [--save] [--track] [--batch 4] [--vs-reference
+[--pairs 3]]``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +45,9 @@ import torch
 from lucid_core.allocator import tune_glibc_malloc
 from lucid_core.inference import predict
 from lucid_core.models import YOLOModel, build_model
+from lucid_core.results import Results
 from lucid_core.sources import require_cv2
+from lucid_core.track import track
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _reference import (
@@ -60,14 +66,14 @@ _VIDEO_LINE = re.compile(
 )
 
 
-def run_video_reference(video: Path, imgsz: int, threads: int) -> ReferenceFigure | None:
-    """``run.sh video --video V --family yolo26n --imgsz S --threads N`` (same environment as ours): its figure,
-    or None with a printed reason."""
+def run_video_reference(video: Path, imgsz: int, threads: int, track: bool = False) -> ReferenceFigure | None:
+    """``run.sh video --video V --family yolo26n --imgsz S --threads N [--track]`` (same environment as ours): its
+    figure, or None with a printed reason."""
     if not reference_available():
         print(f"reference video: skipped ({RUN_SH} not found; set LUCID_SHARED_DIR or check out ../shared)")
         return None
     command = [str(RUN_SH), "video", "--video", str(video), "--family", "yolo26n"]
-    command += ["--imgsz", str(imgsz), "--threads", str(threads)]
+    command += ["--imgsz", str(imgsz), "--threads", str(threads), *(["--track"] if track else [])]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     try:
         done = run_measured(command, env=env, timeout=REFERENCE_TIMEOUT_S)
@@ -110,12 +116,25 @@ def bench_model() -> YOLOModel:
 
 
 def frames_per_second(
-    model: YOLOModel, video: Path, *, imgsz: int, warmup: int, batch: int = 1, save_to: Path | None = None
+    model: YOLOModel,
+    video: Path,
+    *,
+    imgsz: int,
+    warmup: int,
+    batch: int = 1,
+    save_to: Path | None = None,
+    tracked: bool = False,
 ) -> tuple[float, int, dict[str, float]]:
-    """Frames/s of ``predict(model, video, stream=True)`` over the whole file after ``warmup`` frames, the frame
-    count, and the mean per-frame ``Results.speed`` (ms). With ``save_to``, each frame is drawn and written to an
-    mp4v video there."""
-    for count, _ in enumerate(predict(model, video, imgsz=imgsz, stream=True, batch=batch), 1):
+    """Frames/s of ``predict(model, video, stream=True)`` (``tracked``: ``track(...)`` with ByteTrack) over the
+    whole file after ``warmup`` frames, the frame count, and the mean per-frame ``Results.speed`` (ms). With
+    ``save_to``, each frame is drawn and written to an mp4v video there."""
+
+    def run() -> Iterator[Results]:
+        if tracked:
+            return track(model, video, imgsz=imgsz, stream=True, batch=batch)
+        return predict(model, video, imgsz=imgsz, stream=True, batch=batch)
+
+    for count, _ in enumerate(run(), 1):
         if count >= warmup:
             break
     cv2 = require_cv2() if save_to is not None else None
@@ -123,7 +142,7 @@ def frames_per_second(
     totals = {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0}
     count = 0
     start = time.perf_counter()
-    for result in predict(model, video, imgsz=imgsz, stream=True, batch=batch):
+    for result in run():
         count += 1
         for key in totals:
             totals[key] += result.speed.get(key, 0.0)
@@ -155,6 +174,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1, help="also time N frames per forward pass (N > 1)")
     parser.add_argument("--save", action="store_true", help="also time writing the annotated video")
     parser.add_argument("--pairs", type=int, default=1, help="ours/reference rounds, alternating (medians)")
+    parser.add_argument("--track", action="store_true", help="also time tracking (ByteTrack) on both sides")
     add_reference_flag(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -169,7 +189,9 @@ def main() -> None:
         plain: list[float] = []
         saved: list[float] = []
         batched: list[float] = []
+        tracked: list[float] = []
         references: list[ReferenceFigure] = []
+        track_references: list[ReferenceFigure] = []
         for _ in range(max(1, args.pairs)):
             fps, count, speed = frames_per_second(model, video, imgsz=args.imgsz, warmup=args.warmup)
             plain.append(fps)
@@ -192,11 +214,22 @@ def main() -> None:
                 )
                 batched.append(fps)
                 print(f"video predict yolo26n@{args.imgsz} batch={args.batch}: {fps:.2f} frames/s")
+            if args.track:
+                fps, count, _ = frames_per_second(
+                    model, video, imgsz=args.imgsz, warmup=args.warmup, tracked=True
+                )
+                tracked.append(fps)
+                print(f"video track yolo26n@{args.imgsz} (ByteTrack): {fps:.2f} frames/s")
             if args.vs_reference:
                 ref = run_video_reference(video, args.imgsz, args.threads)
                 if ref is not None:
                     references.append(ref)
                     print(f"reference video: {ref.value:.2f} {ref.unit} ({ref.name})")
+                if args.track:
+                    ref = run_video_reference(video, args.imgsz, args.threads, track=True)
+                    if ref is not None:
+                        track_references.append(ref)
+                        print(f"reference video --track: {ref.value:.2f} {ref.unit} ({ref.name})")
         if args.pairs > 1:
             print(f"medians of {args.pairs} alternating rounds:")
         reference = (
@@ -211,6 +244,15 @@ def main() -> None:
             if saved:
                 print_pair(
                     f"video predict yolo26n@{args.imgsz} --save", _median_pair(saved), reference, "frames/s"
+                )
+            if tracked and track_references:
+                track_reference = ReferenceFigure(
+                    track_references[0].name,
+                    _median_pair([r.value for r in track_references]),
+                    track_references[0].unit,
+                )
+                print_pair(
+                    f"video track yolo26n@{args.imgsz}", _median_pair(tracked), track_reference, "frames/s"
                 )
             if batched:
                 print_pair(
