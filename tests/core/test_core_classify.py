@@ -145,6 +145,9 @@ def _standin(module: nn.Module, reference_class: str | None = None) -> StandInMo
             ),
             "_non_persistent_buffers_set": set(module._non_persistent_buffers_set),
             "_modules": OrderedDict((k, _standin(v)) for k, v in module._modules.items() if v is not None),
+            **(
+                {"eps": module.eps, "momentum": module.momentum} if isinstance(module, nn.BatchNorm2d) else {}
+            ),
         }
     )
     return node
@@ -195,6 +198,41 @@ def test_a_reference_classification_checkpoint_imports(family: str, scale: str) 
     x = torch.rand(1, 3, 64, 64)
     with torch.no_grad():
         torch.testing.assert_close(imported(x), ours(x))
+
+
+def test_classifiers_keep_pytorch_batch_norm_constants() -> None:
+    """The reference's classification checkpoints store eps 1e-5 / momentum 0.1 on every BatchNorm (its detection
+    models 1e-3 / 0.03): a classifier is built that way, the dense tasks are not."""
+    for task, expected in (("classify", (1e-5, 0.1)), ("detect", (1e-3, 0.03))):
+        model = build_model("yolo26", task, "n", num_classes=3)
+        assert {(m.eps, m.momentum) for m in model.modules() if isinstance(m, nn.BatchNorm2d)} == {expected}
+
+
+def test_an_import_adopts_the_batch_norm_constants_the_checkpoint_stores() -> None:
+    """A state dict carries no eps: the importer takes it from the pickled BatchNorms, so the imported model gives
+    the stored model's outputs even where they differ from the task's defaults."""
+    torch.manual_seed(2)
+    ours = build_model("yolo26", "classify", "n", num_classes=4).eval()
+    with torch.no_grad():
+        for module in ours.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.eps, module.momentum = 0.25, 0.03  # an eps that moves the outputs visibly
+                module.running_var.uniform_(0.5, 1.5)  # type: ignore[union-attr]
+        for p in ours.parameters():
+            p.copy_(p.half().float())
+    imported, _ = import_reference_tree(reference_classifier(ours, "yolo26n-cls.yaml"))
+    assert {(m.eps, m.momentum) for m in imported.modules() if isinstance(m, nn.BatchNorm2d)} == {
+        (0.25, 0.03)
+    }
+    unadopted, _ = import_reference_tree(reference_classifier(ours, "yolo26n-cls.yaml"))
+    for module in unadopted.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.eps = 1e-5
+    x = torch.rand(2, 3, 64, 64)
+    with torch.no_grad():  # train mode: logits, normalised by batch statistics and eps
+        logits = ours.train()(x)
+        torch.testing.assert_close(imported.train()(x), logits)
+        assert (unadopted.train()(x) - logits).abs().max() > 1e-3  # the constant matters
 
 
 def test_detections_carry_probs_through_select_and_to() -> None:

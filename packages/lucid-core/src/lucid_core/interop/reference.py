@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from lucid_core.digest import file_sha256
 from lucid_core.errors import CheckpointImportError
@@ -289,6 +289,28 @@ def load_reference_weights(
     return model.float().eval()
 
 
+def adopt_batch_norm_constants(root: StandInModule, model: nn.Module) -> bool:
+    """Give every BatchNorm of ``model`` the ``eps``/``momentum`` the checkpoint stores, when the checkpoint has as
+    many BatchNorms as ``model`` and they all share one pair (its detection models store 1e-3 / 0.03, its
+    classifiers PyTorch's 1e-5 / 0.1): a state dict carries neither, and ``eps`` moves every output. Returns
+    whether the constants were adopted; otherwise the built ones (:attr:`Task.batch_norm`) stay."""
+    stored = {
+        (float(m.__dict__["eps"]), float(m.__dict__["momentum"]))
+        for m in root.walk()
+        if "BatchNorm" in m.class_name
+        and isinstance(m.__dict__.get("eps"), float)
+        and isinstance(m.__dict__.get("momentum"), float)
+    }
+    count = sum("BatchNorm" in m.class_name for m in root.walk())
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if len(stored) != 1 or count != len(norms):
+        return False
+    eps, momentum = stored.pop()
+    for norm in norms:
+        norm.eps, norm.momentum = eps, momentum
+    return True
+
+
 def import_reference_tree(
     checkpoint: Mapping[str, Any], *, source: str = "checkpoint", sha256: str = ""
 ) -> tuple[YOLOModel, ImportedConfig]:
@@ -330,6 +352,7 @@ def import_reference_tree(
         source=source,
     )
     load_reference_weights(model, state, source)
+    adopt_batch_norm_constants(root, model)
     config = ImportedConfig(
         model=model.config,
         names=_names(root, num_classes),

@@ -64,7 +64,8 @@ def build_model(
     """Build a randomly initialised model; ``task_options``: ``kpt_shape`` (pose), ``num_masks`` (segment)…
 
     The task picks the layer graph and scale row (:meth:`Task.layer_graph`, :meth:`Task.scale_row`: backbone +
-    neck for the dense tasks, the backbone alone for classify) and builds the head."""
+    neck for the dense tasks, the backbone alone for classify), builds the head and sets every BatchNorm's
+    ``(eps, momentum)`` (:attr:`Task.batch_norm`)."""
     spec = get_family(family)
     if task not in family_tasks(spec):
         raise ValueError(f"unknown task {task!r} for family {family!r}; expected one of {family_tasks(spec)}")
@@ -115,4 +116,9 @@ def build_model(
     head = task_spec.build_head(common, config, spec, row)
     modules.append(head)
     sources.append(head_sources)
-    return YOLOModel(config, modules, sources)
+    model = YOLOModel(config, modules, sources)
+    eps, momentum = task_spec.batch_norm
+    for norm in model.modules():
+        if isinstance(norm, nn.modules.batchnorm._BatchNorm):
+            norm.eps, norm.momentum = eps, momentum
+    return model

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from lucid_core.geometry.letterbox import LetterboxInfo
 from lucid_core.loss.objective import EndToEndObjective, OneToManyObjective
 from lucid_core.loss.schedule import BranchWeightSchedule
+from lucid_core.nn.conv import BN_EPS, BN_MOMENTUM
 from lucid_core.results import Detections
 
 if TYPE_CHECKING:
@@ -78,6 +79,8 @@ class Task:
         target_fields: the per-instance target fields (besides boxes and classes) the data pipeline must produce
             and the objective reads: ``masks``, ``keypoints``, ``rboxes``.
         reference_head: the marker in a reference checkpoint's head class name (``Segment``).
+        batch_norm: ``(eps, momentum)`` of every BatchNorm of this task's models (the reference's detection-model
+            constants; its classification models keep PyTorch's defaults).
     """
 
     name: str
@@ -86,6 +89,7 @@ class Task:
     iou_types: tuple[str, ...] = ("bbox",)
     target_fields: tuple[str, ...] = ()
     reference_head: str = ""
+    batch_norm: tuple[float, float] = (BN_EPS, BN_MOMENTUM)
 
     # -- names and metrics -------------------------------------------------------------------------------------
     def option_names(self) -> set[str]:

@@ -81,7 +81,11 @@ class ClassificationLoss:
 
 
 class ClassifyTask(Task):
-    """Image classification: backbone + :class:`ClassifyHead`, cross-entropy, ``probs`` in the results."""
+    """Image classification: backbone + :class:`ClassifyHead`, cross-entropy, ``probs`` in the results.
+
+    BatchNorm keeps PyTorch's defaults, eps 1e-5 and momentum 0.1 (the reference's classification checkpoints
+    store them on every BatchNorm, where its detection models store 1e-3 / 0.03; docs/TRAINING.md
+    "Classification")."""
 
     def layer_graph(self, family: FamilySpec) -> tuple[tuple[LayerSpec, ...], tuple[int, ...]]:
         layers = tuple(layer for layer in family.backbone_layers() if layer.kind not in _DROPPED_KINDS)
@@ -156,4 +160,5 @@ CLASSIFY = ClassifyTask(
     iou_types=(),
     target_fields=(IMAGE_LABEL,),
     reference_head="Classify",
+    batch_norm=(1e-5, 0.1),
 )
