@@ -5,6 +5,7 @@ live across epochs make the bytes that no workers (or fresh workers per epoch) m
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -55,3 +56,18 @@ def test_sample_keys_carry_the_main_process_state(tmp_path: Path) -> None:
     fresh = dm.dataset("train", augment=True)
     sample = fresh[keys[0]]
     assert fresh.epoch == 4 and not fresh.mosaic_enabled and sample["meta"] is not None
+
+
+def test_the_first_epochs_keys_carry_its_own_state(tmp_path: Path) -> None:
+    """Lightning draws the first epoch's sample keys when it creates the iterator, before
+    ``on_train_epoch_start``: the loader sets the state of the epoch the loop starts at - mosaic already closed
+    when ``close_mosaic`` covers the whole run, the resumed epoch's augmentation stream after a resume."""
+    root = synthesize("detect", tmp_path / "shapes", n_train=4, n_val=2, imgsz=48, seed=3)
+    cpu = SimpleNamespace(root_device=torch.device("cpu"))
+    for start, epochs, mosaic in ((0, 1, False), (0, 20, True), (3, 20, True), (12, 20, False)):
+        dm = YOLODataModule(root=str(root), imgsz=64, batch_size=2, workers=1, seed=0)  # close_mosaic 10
+        dm.trainer = SimpleNamespace(  # type: ignore[assignment]
+            current_epoch=start, max_epochs=epochs, strategy=cpu, global_rank=0, world_size=1
+        )
+        keys = list(dm.train_dataloader().sampler)  # type: ignore[call-overload]
+        assert {(k.epoch, k.mosaic_enabled) for k in keys} == {(start, mosaic)}, (start, epochs)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import lightning.pytorch as pl
+from lightning.pytorch.utilities import rank_zero_info
 import torch
 from torch.utils.data import DataLoader
 
@@ -410,7 +411,13 @@ class YOLODataModule(pl.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader[Any]:
+        """The training loader; attached to a trainer, it first sets the dataset state of the epoch the loop starts
+        at (0, or the epoch a resumed run continues): Lightning draws that epoch's sample keys when it creates the
+        iterator, before ``on_train_epoch_start`` (``EpochStateCallback`` sets every later epoch)."""
         dataset = self.train_dataset
+        trainer = self.trainer
+        if trainer is not None:
+            self.start_epoch(int(trainer.current_epoch), planned_epochs(trainer))
         if hasattr(dataset, "defer_hsv"):
             dataset.defer_hsv = self.device_hsv and self._training_device().type != "cpu"
         return self._loader(dataset, shuffle=True, persistent=True)
@@ -469,14 +476,26 @@ class YOLODataModule(pl.LightningDataModule):
         return super().transfer_batch_to_device(batch, device, dataloader_idx)
 
     # ------------------------------------------------------------------ per-epoch dataset state
-    def prepare_epoch(self, epoch: int, max_epochs: int) -> bool:
-        """Set the train dataset's epoch (mosaic closes for the last ``close_mosaic`` epochs). True when closed now."""
+    def prepare_epoch(self, epoch: int, max_epochs: int | None) -> bool:
+        """Set the train dataset's epoch (mosaic closes for the last ``close_mosaic`` of ``max_epochs`` epochs;
+        ``None``: no planned end, mosaic stays on). True when closed now."""
         dataset = self.train_dataset
         was_on = bool(getattr(dataset, "mosaic_enabled", False)) and not getattr(
             dataset, "image_level", False
         )
         dataset.set_epoch(epoch, max_epochs)  # an image-level task has no mosaic to close
         return was_on and not bool(getattr(dataset, "mosaic_enabled", False))
+
+    def start_epoch(self, epoch: int, max_epochs: int | None) -> None:
+        """:meth:`prepare_epoch`, logging the epoch where mosaic closes."""
+        if self.prepare_epoch(epoch, max_epochs):
+            rank_zero_info(f"epoch {epoch}: mosaic closed for the last {self.close_mosaic_epochs} epochs")
+
+
+def planned_epochs(trainer: Any) -> int | None:
+    """The trainer's ``max_epochs`` when it plans an end (> 0), else None (``max_epochs=-1``: steps decide)."""
+    epochs = getattr(trainer, "max_epochs", None)
+    return int(epochs) if epochs is not None and int(epochs) > 0 else None
 
 
 #: the historical name of :class:`YOLODataModule`; the same class.
