@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -91,6 +93,22 @@ def test_realnvp_has_the_rle_size_and_a_normalised_density() -> None:
     loss = -flow.log_prob(torch.randn(8, 2)).mean()
     loss.backward()
     assert flow.s[0][0].weight.grad is not None
+
+
+def test_realnvp_starts_with_near_zero_weights_and_default_biases() -> None:
+    """Linear weights Xavier-uniform with gain 0.01 (the reference's flow at initialisation, measured black box:
+    docs/TRAINING.md "Initialisation, checked black box"), biases PyTorch's default U(±1/sqrt(fan_in))."""
+    torch.manual_seed(0)
+    flow = RealNVP()
+    linears = [m for m in flow.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(linears) == 36
+    for layer in linears:
+        fan_out, fan_in = layer.weight.shape
+        bound = 0.01 * math.sqrt(6 / (fan_in + fan_out))
+        assert layer.weight.abs().max().item() <= bound
+        assert layer.weight.abs().max().item() > 0.8 * bound  # drawn over the whole range, not zero
+        if layer.bias.numel() > 8:
+            assert layer.bias.abs().max().item() > 0.8 / math.sqrt(fan_in)
 
 
 def test_proto_shapes() -> None:

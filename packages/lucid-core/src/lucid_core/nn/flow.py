@@ -7,6 +7,11 @@ shape without the Tanh (53,784 parameters, = ``params_flow_model`` in shared/fix
 The prior is a standard 2-D normal. Used only by the pose RLE loss; never run by the model's forward. SiLU and the
 inverse-pass op order follow shared/fixtures/README.md ("pose_loss_*.pt", step 8 "Flow log-density"), which the
 fixture's stored ``flow_state`` reproduces (tests/core/test_core_loss_pose.py).
+
+Initialisation: every linear weight is Xavier-uniform with gain 0.01 (near zero, so the untrained flow is close to
+the identity and the RLE density starts as the prior); biases keep PyTorch's default. Measured black box: the
+reference's yolo26n-pose weights after an epoch at lr 0 lie in exactly ±0.01·sqrt(6 / (fan_in + fan_out))
+(docs/TRAINING.md, "Initialisation, checked black box").
 """
 
 from __future__ import annotations
@@ -48,6 +53,10 @@ class RealNVP(nn.Module):
         self.register_buffer("cov", torch.eye(2))
         self.s = nn.ModuleList(_coupling_net(hidden, final_tanh=True) for _ in range(num_layers))
         self.t = nn.ModuleList(_coupling_net(hidden, final_tanh=False) for _ in range(num_layers))
+        for net in (*self.s, *self.t):
+            for layer in net:
+                if isinstance(layer, nn.Linear):
+                    nn.init.xavier_uniform_(layer.weight, gain=0.01)
 
     def inverse(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Map data ``x`` (N, 2) to the latent ``z`` and return ``(z, log|det dz/dx|)``."""
