@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import torch
 from lucid_core.results import Detections
 from lucid_data import Targets
 from lucid_train.eval import COCOEvaluator, CocoGroundTruth, GroundTruthError, GtImage
+from lucid_train.eval.coco_gt import KEYPOINT_BOX_AREA_FRACTION
 from lucid_train.eval.sources import ground_truth_for_path
 
 faster_mask = pytest.importorskip("faster_coco_eval.core.mask")
@@ -53,10 +55,15 @@ def test_from_targets_keeps_boxes_unrounded_crowds_and_maps_categories() -> None
         boxes64[0, 3] - boxes64[0, 1],
     ]
     assert [a["iscrowd"] for a in anns] == [0, 0, 1]
-    # area: rasterised outline when there is one (COCO mask API, as loadRes does), else the box area
+    # area: rasterised outline when there is one (COCO mask API, as loadRes does), else the box area; keypoints
+    # without an outline take 0.53 of it (the reference validator's OKS scale)
     rle = faster_mask.merge(faster_mask.frPyObjects(anns[0]["segmentation"], 80, 100))
     assert anns[0]["area"] == float(faster_mask.area(rle))
-    assert "segmentation" not in anns[1] and anns[1]["area"] == 10.0 * 20.0
+    assert "segmentation" not in anns[1] and anns[1]["area"] == KEYPOINT_BOX_AREA_FRACTION * 10.0 * 20.0
+    no_keypoints = CocoGroundTruth.from_targets(
+        [GtImage(1, "a.jpg", 80, 100, replace(t, keypoints=None))], ["cat", "dog"]
+    ).dataset["annotations"]
+    assert no_keypoints[1]["area"] == 10.0 * 20.0
     assert [a["num_keypoints"] for a in anns] == [1, 2, 0]
     assert anns[1]["keypoints"] == [6.0, 6.0, 1.0, 7.0, 7.0, 2.0]
     assert gt.resolve_image_id("img_a") == 7 == gt.resolve_image_id(7)
