@@ -96,3 +96,35 @@ def test_openvino_compiles_for_one_request_at_a_time(tmp_path: Path) -> None:
     compiled = next(iter(net.runner._compiled.values()))  # type: ignore[attr-defined]
     assert str(compiled.get_property("PERFORMANCE_HINT")) in ("LATENCY", "PerformanceMode.LATENCY")
     assert int(compiled.get_property("NUM_STREAMS")) == 1
+
+
+@pytest.mark.slow
+def test_openvino_inference_precision_is_f32_unless_asked(tmp_path: Path) -> None:
+    """A float32 IR runs in f32 (PyTorch parity); ``openvino_precision="device"`` leaves the plugin's choice and
+    ``"bf16"`` asks for bf16 (where the CPU lacks it the plugin runs f32): both stay within bf16 rounding."""
+    pytest.importorskip("openvino")
+    from lucid_core.export import load_exported
+
+    path = export(_weights(tmp_path), format="openvino", check=False).path
+    x = torch.rand(1, 3, IMGSZ, IMGSZ)
+    outputs = {}
+    for precision in (None, "device", "bf16"):
+        net = load_exported(path, openvino_precision=precision)
+        outputs[precision] = net(x)
+        compiled = next(iter(net.runner._compiled.values()))  # type: ignore[attr-defined]
+        hint = str(compiled.get_property("INFERENCE_PRECISION_HINT"))  # e.g. "<Type: 'float32'>"
+        assert ("float32" in hint) if precision is None else any(p in hint for p in ("bfloat16", "float32"))
+    reference = torch.cat([o.flatten() for o in _outputs_of(outputs[None])])
+    for precision in ("device", "bf16"):
+        other = torch.cat([o.flatten() for o in _outputs_of(outputs[precision])])
+        assert (other - reference).abs().max() <= 5e-2 * reference.abs().max()
+    with pytest.raises(ValueError, match="precision 'fp64'"):
+        load_exported(path, openvino_precision="fp64")
+
+
+def _outputs_of(out: object) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        return [v for v in out.values() if isinstance(v, torch.Tensor)]
+    return [t for t in out if isinstance(t, torch.Tensor)]  # type: ignore[attr-defined]

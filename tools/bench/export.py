@@ -6,7 +6,9 @@ timed as the reference's ``export`` workload does: ``predict(model, image)`` on 
 ``../shared/data/images/bus.jpg``), 3 untimed calls, then the median of ``--runs`` (20), with ``--threads``
 torch threads. YOLO26 exports hold the one-to-one branch, so predict decodes with top-k. The INT8 IR is calibrated
 on ``--calibration`` (default ``../shared/data/coco8/images``: the timing does not depend on the images). Printed:
-each format's latency, INT8/fp32, and with ``--vs-reference`` the reference's latency for the same format
+each format's latency (``openvino-device``: the same fp32 IR at the CPU plugin's own inference precision, bf16
+on CPUs with AMX or AVX-512 BF16, as an OpenVINO user who sets nothing runs it; ``openvino`` forces f32 for PyTorch
+parity), INT8/fp32, and with ``--vs-reference`` the reference's latency for the same format
 (``run.sh export --format F --image IMG``) and ours/reference, and the 1-minute load average before and after (the
 figures are only comparable on an idle CPU; docs/EXPORT.md "Latency"). Targets: OpenVINO ≤ 1.0× (goal 0.8×), ONNX and
 TorchScript ≤ 0.8×, our INT8 ≤ 0.6× our OpenVINO fp32.
@@ -36,8 +38,10 @@ from lucid_core.models import build_model
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _reference import SHARED_DIR, add_reference_flag, print_pair, run_reference
 
-FORMATS = ("torchscript", "onnx", "openvino", "openvino-int8")
-TARGETS = {"torchscript": 0.8, "onnx": 0.8, "openvino": 1.0}
+FORMATS = ("torchscript", "onnx", "openvino", "openvino-device", "openvino-int8")
+TARGETS = {"torchscript": 0.8, "onnx": 0.8, "openvino": 1.0, "openvino-device": 1.0}
+#: the reference workload's format name of each row (``openvino-device``: our fp32 IR at the plugin's own precision)
+REFERENCE_FORMAT = {"openvino-device": "openvino"}
 
 
 def _latency_ms(model: torch.nn.Module, image: Path, imgsz: int, runs: int) -> float:
@@ -71,7 +75,7 @@ def main() -> int:
         weights = Path(folder) / "yolo26n"
         save_model(model, weights, names=[str(i) for i in range(80)], imgsz=args.imgsz)
         for name in args.formats:
-            fmt = name.removesuffix("-int8")
+            fmt = name.removesuffix("-int8").removesuffix("-device")
             int8 = name.endswith("-int8")
             target = Path(folder) / {"torchscript": "m.torchscript", "onnx": "m.onnx"}.get(
                 fmt, f"{name}_openvino"
@@ -84,7 +88,8 @@ def main() -> int:
                 int8=int8,
                 data=args.calibration if int8 else None,
             )
-            net = load_exported(target, threads=args.threads)
+            precision = "device" if name.endswith("-device") else None
+            net = load_exported(target, threads=args.threads, openvino_precision=precision)
             ours[name] = _latency_ms(net, args.image, args.imgsz, args.runs)
             print(
                 f"export {name} yolo26n@{args.imgsz}: ours {ours[name]:.1f} ms ({args.threads} threads)",
@@ -98,7 +103,14 @@ def main() -> int:
             if name not in TARGETS:
                 continue
             reference = run_reference(
-                "export", "--format", name, "--image", args.image, "--imgsz", args.imgsz, threads=args.threads
+                "export",
+                "--format",
+                REFERENCE_FORMAT.get(name, name),
+                "--image",
+                args.image,
+                "--imgsz",
+                args.imgsz,
+                threads=args.threads,
             )
             ratio = print_pair(f"export {name} yolo26n@{args.imgsz}", ours[name], reference, "ms")
             if ratio is not None:

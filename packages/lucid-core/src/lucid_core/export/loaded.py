@@ -216,11 +216,14 @@ class ExportedModel(YOLOModel):
         return torch.cat((box, scores, rows[..., 6:]), -1).transpose(1, 2).contiguous()
 
 
-def load_exported(path: str | Path, *, threads: int | None = None) -> ExportedModel:
+def load_exported(
+    path: str | Path, *, threads: int | None = None, openvino_precision: str | None = None
+) -> ExportedModel:
     """The exported model at ``path`` (module docstring) with its metadata; every failure — a missing runtime
     (the message names the extra), a corrupt file, a file without lucid metadata — raises
     :class:`CheckpointError` naming the path. ``threads``: the runtime's CPU threads (OpenVINO: None = its
-    default; ONNX Runtime: None = ``torch.get_num_threads()``)."""
+    default; ONNX Runtime: None = ``torch.get_num_threads()``). ``openvino_precision``: an OpenVINO IR's inference
+    precision (:class:`~lucid_core.export.runtime.OpenVINORunner`; None = f32 for a float32 IR)."""
     p = Path(path)
     kind = exported_kind(p)
     if kind is None:
@@ -247,5 +250,5 @@ def load_exported(path: str | Path, *, threads: int | None = None) -> ExportedMo
         metadata = read_ir_metadata(folder)
         if xml is None or not xml.with_suffix(".bin").is_file():
             raise CheckpointError(f"{p}: an OpenVINO IR needs its .xml and .bin files")
-        runner = OpenVINORunner(xml, metadata, threads=threads)
+        runner = OpenVINORunner(xml, metadata, threads=threads, precision=openvino_precision)
     return ExportedModel(runner, metadata, p)
