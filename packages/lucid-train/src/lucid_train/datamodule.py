@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import lightning.pytorch as pl
-from lightning.pytorch.utilities import rank_zero_info
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from lucid_core.atomic import atomic_write_json
