@@ -37,6 +37,7 @@ from lucid_core.tasks import get_task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import check_trajectory as ct  # tools/ is not a package: the directory is on sys.path
+from compare_val_losses import reference_val_losses
 
 REPO_ROOT = ct.REPO_ROOT
 RUNS_DIR = REPO_ROOT / "runs" / "fidelity"
@@ -48,6 +49,8 @@ CANARY_FILE = CANARY_DIR / "canary.json"
 #: the committed canary checkpoints: file name -> gate (a reference run's final ``last.pt``, renamed so that
 #: .gitignore's ``*.pt`` does not hide it)
 CANARIES: dict[str, str] = {"shapes_yolo26n_detect_seed0_last.refpt": "shapes_yolo26n_detect"}
+#: the recorded run and 0-based epoch of each canary: where its reference's own ``val/<item>`` figures are read
+CANARY_RUNS: dict[str, tuple[int, int]] = {"shapes_yolo26n_detect_seed0_last.refpt": (0, 9)}
 
 #: the embedded default run's settings (lucid_train/configs/shapes_default.yaml) as ../shared/trajectories/README.md
 #: records the reference was run for shapes_yolo26n_adamw.json; ``workers=1`` as our recipe (the README names none)
@@ -285,11 +288,22 @@ def canary_drift(
 
 
 def rescore() -> None:
-    """Re-score every canary and rewrite ``canary.json`` (its figures and the evaluator version)."""
+    """Re-score every canary and rewrite ``canary.json`` (its figures and the evaluator version). The reference's
+    own validation losses of each canary are read from its recorded ``results.csv`` when present, else kept."""
+    committed = (
+        json.loads(CANARY_FILE.read_text(encoding="utf-8"))["canaries"] if CANARY_FILE.is_file() else {}
+    )
     figures = {}
     for name, gate_name in CANARIES.items():
-        scores = score_canary(CANARY_DIR / name, gate(gate_name))
+        g = gate(gate_name)
+        scores = score_canary(CANARY_DIR / name, g)
         figures[name] = {"gate": gate_name, "scores": scores}
+        seed, epoch = CANARY_RUNS[name]
+        results = seed_dir(g, seed) / "results.csv"
+        if results.is_file():
+            figures[name]["reference_val_losses"] = reference_val_losses(results, epoch)
+        elif "reference_val_losses" in committed.get(name, {}):
+            figures[name]["reference_val_losses"] = committed[name]["reference_val_losses"]
         print(f"{name}: " + ", ".join(f"{k} {v:.6f}" for k, v in scores.items()), flush=True)
     payload = {"scored_with": evaluator_version(), "canaries": figures}
     CANARY_FILE.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ assert _spec and _spec.loader
 record_reference = importlib.util.module_from_spec(_spec)
 sys.modules["record_reference"] = record_reference
 _spec.loader.exec_module(record_reference)
+compare_val_losses = sys.modules["compare_val_losses"]  # imported by record_reference (tools/ on sys.path)
 
 CANARIES = json.loads(record_reference.CANARY_FILE.read_text(encoding="utf-8"))["canaries"]
 
@@ -67,3 +69,48 @@ def test_canary_catches_a_perturbed_evaluator(shared_dir: Path, monkeypatch: pyt
     name = sorted(CANARIES)[0]
     drift = record_reference.canary_drift(_scores(name), CANARIES[name]["scores"])
     assert any(line.startswith("nms ") for line in drift), drift
+
+
+#: relative agreement of our validation losses with the reference's own (detection, segment and pose checkpoints
+#: agree within 0.2 %: docs/TRAINING.md "Validation losses of the reference's checkpoints")
+VAL_LOSS_RTOL = 2e-3
+
+
+def _val_loss_gaps(name: str) -> list[str]:
+    entry = CANARIES[name]
+    ours = compare_val_losses.validation_losses(
+        record_reference.CANARY_DIR / name, record_reference.gate(entry["gate"])
+    )
+    return [
+        f"{item}: ours {ours.get(item)} vs the reference's {ref}"
+        for item, ref in entry["reference_val_losses"].items()
+        if ref and (ours.get(item) is None or abs(ours[item] / ref - 1) > VAL_LOSS_RTOL)
+    ]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name", sorted(n for n in CANARIES if "reference_val_losses" in CANARIES[n]))
+def test_canary_validation_losses_equal_the_references(name: str, shared_dir: Path) -> None:
+    """Same weights, images and labels: our objective on the validation split gives the reference's own logged
+    ``val/<item>`` (its results.csv) — the head forward, assignment and loss, checked on a trained model."""
+    assert _val_loss_gaps(name) == []
+
+
+@pytest.mark.shared
+def test_val_loss_canary_catches_a_perturbed_assigner(
+    shared_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two anchors per ground truth instead of one in the one-to-one assigner (the branch whose items are
+    reported) moves the validation losses past the tolerance."""
+    from lucid_core.assign.task_aligned import TaskAlignedAssigner
+
+    original = TaskAlignedAssigner.__init__
+
+    def perturbed(self: TaskAlignedAssigner, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("topk2") == 1:
+            kwargs["topk2"] = 2
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(TaskAlignedAssigner, "__init__", perturbed)
+    name = sorted(n for n in CANARIES if "reference_val_losses" in CANARIES[n])[0]
+    assert _val_loss_gaps(name)
