@@ -653,6 +653,46 @@ def score_checkpoints(
     return rows
 
 
+def recipe_modules(
+    recipe: TrajectoryRecipe,
+    data_yaml: Path,
+    shared: Path = SHARED_DIR,
+    *,
+    workers: int | None = None,
+    model_options: dict[str, Any] | None = None,
+) -> tuple[Any, Any]:
+    """The data module and Lightning module of ``recipe`` on ``data_yaml`` (:func:`train_and_score` trains them;
+    ``workers`` overrides the recipe's), built in that order: the module's random initialisation follows the
+    caller's seed."""
+    from lucid_data.augment.pipeline import AugmentConfig
+    from lucid_train.datamodule import DetectionDataModule
+    from lucid_train.module import DetectionLitModule
+    from lucid_train.recipe import OptimizerConfig
+
+    datamodule = DetectionDataModule(
+        root=str(data_yaml),
+        imgsz=recipe.imgsz,
+        batch_size=recipe.batch_size,
+        workers=recipe.workers if workers is None else workers,
+        seed=recipe.seed,
+        augment=AugmentConfig(**recipe.augment),
+        task=recipe.task,
+    )
+    module = DetectionLitModule(
+        family=recipe.family,
+        task=recipe.task,
+        scale=recipe.scale,
+        num_classes=datamodule.num_classes,
+        names=datamodule.names,
+        imgsz=datamodule.imgsz,
+        weights=str(shared / recipe.weights) if recipe.weights else None,
+        optimizer=OptimizerConfig(**recipe.optimizer),
+        task_options=datamodule.task_options,  # pose: kpt_shape/flip_idx/kpt_sigmas of the YAML (lucid-train)
+        **(model_options or {}),
+    )
+    return datamodule, module
+
+
 def train_and_score(
     recipe: TrajectoryRecipe,
     shared: Path = SHARED_DIR,
@@ -667,12 +707,8 @@ def train_and_score(
     import lightning.pytorch as pl
     import torch
 
-    from lucid_data.augment.pipeline import AugmentConfig
     from lucid_train.callbacks import EpochStateCallback
-    from lucid_train.datamodule import DetectionDataModule
     from lucid_train.loggers import drop_lightning_tips
-    from lucid_train.module import DetectionLitModule
-    from lucid_train.recipe import OptimizerConfig
 
     drop_lightning_tips()  # the same quiet log as lucid-train's own runs
 
@@ -695,27 +731,7 @@ def train_and_score(
     with tempfile.TemporaryDirectory(prefix=f"lucid-trajectory-{recipe.name}-") as tmp:
         torch.set_num_threads(int(threads or recipe.threads))
         pl.seed_everything(recipe.seed, verbose=False)
-        datamodule = DetectionDataModule(
-            root=str(data_yaml),
-            imgsz=recipe.imgsz,
-            batch_size=recipe.batch_size,
-            workers=recipe.workers,
-            seed=recipe.seed,
-            augment=AugmentConfig(**recipe.augment),
-            task=recipe.task,
-        )
-        module = DetectionLitModule(
-            family=recipe.family,
-            task=recipe.task,
-            scale=recipe.scale,
-            num_classes=datamodule.num_classes,
-            names=datamodule.names,
-            imgsz=datamodule.imgsz,
-            weights=str(shared / recipe.weights) if recipe.weights else None,
-            optimizer=OptimizerConfig(**recipe.optimizer),
-            task_options=datamodule.task_options,  # pose: kpt_shape/flip_idx/kpt_sigmas of the YAML (lucid-train)
-            **(model_options or {}),
-        )
+        datamodule, module = recipe_modules(recipe, data_yaml, shared, model_options=model_options)
         trainer = pl.Trainer(
             max_epochs=recipe.epochs,
             accelerator="cpu",

@@ -23,12 +23,8 @@ import lightning.pytorch as pl
 import torch
 
 from lucid_core.interop.reference import import_checkpoint
-from lucid_data.augment.pipeline import AugmentConfig
 from lucid_train.callbacks.val_loss import VAL_PREFIX, ValidationLosses
-from lucid_train.datamodule import DetectionDataModule
 from lucid_train.loggers import drop_lightning_tips
-from lucid_train.module import DetectionLitModule
-from lucid_train.recipe import OptimizerConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import check_trajectory as ct  # tools/ is not a package: the directory is on sys.path
@@ -40,26 +36,8 @@ def validation_losses(checkpoint: Path, g: ct.Gate, shared: Path = ct.SHARED_DIR
     """Our validation loss items of a reference ``checkpoint`` (``.pt``, or a renamed canary) under ``g``'s recipe:
     the EMA weights validated by our module exactly as in-training validation runs (rectangular batches of twice
     the training batch), ``{item: mean over batches}``."""
-    r = g.recipe
     drop_lightning_tips()
-    datamodule = DetectionDataModule(
-        root=str(ct._data_yaml(r, shared)),
-        imgsz=r.imgsz,
-        batch_size=r.batch_size,
-        workers=0,
-        augment=AugmentConfig(**r.augment),
-        task=r.task,
-    )
-    module = DetectionLitModule(
-        family=r.family,
-        task=r.task,
-        scale=r.scale,
-        num_classes=datamodule.num_classes,
-        names=datamodule.names,
-        imgsz=datamodule.imgsz,
-        optimizer=OptimizerConfig(**r.optimizer),
-        task_options=datamodule.task_options,
-    )
+    datamodule, module = ct.recipe_modules(g.recipe, ct._data_yaml(g.recipe, shared), shared, workers=0)
     state = import_checkpoint(checkpoint)[0].state_dict()
     module.model.load_state_dict(state)
     module.ema_model.load_state_dict(state)
