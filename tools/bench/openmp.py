@@ -3,7 +3,7 @@
 Runs the embedded default fit (2 torch threads, its 1 DataLoader worker) for ``--batches`` training batches of
 one epoch and no validation, as console-script processes: alone, then ``--jobs`` at once (a shared machine), each
 with ``GOMP_SPINCOUNT=300000`` (libgomp's default when unset) and without (lucid-train sets
-``lucid_train.openmp.SPINCOUNT``). Prints the wall seconds of each case and the ratio lucid-train/default (lower is
+``lucid_core.openmp.SPINCOUNT``). Prints the wall seconds of each case and the ratio lucid-train/default (lower is
 better). Run by hand (not by tests): ``uv run --no-sync python tools/bench/openmp.py [--batches 12] [--jobs 2]``.
 """
 
@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=12, help="training batches per fit")
     parser.add_argument("--jobs", type=int, default=2, help="concurrent fits in the shared-machine case")
     args = parser.parse_args()
-    from lucid_train.openmp import SPINCOUNT
+    from lucid_core.openmp import SPINCOUNT
 
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)

@@ -13,23 +13,20 @@ is better; targets: ≥ 1.5 for plain predict, ≥ 1.3 with ``--save``; the refe
 ``predict(stream=True)``, run.sh writes no video). ``--track`` also times ``lucid_core.track.track(model, video,
 stream=True)`` (ByteTrack, its default settings) against ``run.sh video --track`` (the reference's
 ``track(persist=True, stream=True)``; target ≥ 1.4). The benchmark opts in to the malloc policy ``lucid-predict``
-uses (``tune_glibc_malloc`` at the start of ``main``) and, unless the environment sets one, runs both sides with
-``OMP_WAIT_POLICY=PASSIVE`` (docs/benchmarks.md, "Known effect on a busy machine": torch's idle OpenMP threads
-otherwise spin on a shared machine; ``OMP_WAIT_POLICY=ACTIVE`` measures libgomp's default).
+uses (``tune_glibc_malloc`` at the start of ``main``) and its OpenMP policy (``GOMP_SPINCOUNT`` from
+:mod:`lucid_core.openmp`, set before torch loads), while the reference runs in the caller's environment (libgomp's
+default spin); ``--passive`` runs both sides with ``OMP_WAIT_POLICY=PASSIVE`` instead (docs/benchmarks.md, "Known
+effect on a busy machine"). A policy the caller sets is kept on both sides.
 
 Run by hand (not by tests):
-``uv run --no-sync python tools/bench/video.py [--threads 2] [--save] [--track] [--batch 4] [--vs-reference
-[--pairs 3]]``.
+``uv run --no-sync python tools/bench/video.py [--threads 2] [--save] [--track] [--batch 4] [--passive]
+[--vs-reference [--pairs 3]]``.
 """
 
 from __future__ import annotations
 
-import os
-
-if __name__ == "__main__":  # before torch loads libgomp: idle OpenMP threads sleep instead of spinning
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -39,18 +36,28 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-import torch
+from lucid_core.openmp import limit_openmp_spinning
 
-from lucid_core.allocator import tune_glibc_malloc
-from lucid_core.inference import predict
-from lucid_core.models import YOLOModel, build_model
-from lucid_core.results import Results
-from lucid_core.sources import require_cv2
-from lucid_core.track import track
+#: the caller's environment, which the reference runs in (libgomp's defaults unless the caller set a policy)
+REFERENCE_ENVIRON = dict(os.environ)
+if __name__ == "__main__":  # before torch loads libgomp
+    if "--passive" in sys.argv:  # both sides: idle OpenMP threads sleep at once
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        REFERENCE_ENVIRON = dict(os.environ)
+    limit_openmp_spinning()  # ours as lucid-predict runs (lucid_core.openmp), unless a policy is set
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from lucid_core.allocator import tune_glibc_malloc  # noqa: E402
+from lucid_core.inference import predict  # noqa: E402
+from lucid_core.models import YOLOModel, build_model  # noqa: E402
+from lucid_core.results import Results  # noqa: E402
+from lucid_core.sources import require_cv2  # noqa: E402
+from lucid_core.track import track  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _reference import (
+from _reference import (  # noqa: E402
     REFERENCE_TIMEOUT_S,
     RUN_SH,
     ReferenceFigure,
@@ -67,14 +74,14 @@ _VIDEO_LINE = re.compile(
 
 
 def run_video_reference(video: Path, imgsz: int, threads: int, track: bool = False) -> ReferenceFigure | None:
-    """``run.sh video --video V --family yolo26n --imgsz S --threads N [--track]`` (same environment as ours): its
-    figure, or None with a printed reason."""
+    """``run.sh video --video V --family yolo26n --imgsz S --threads N [--track]`` in the caller's environment
+    (:data:`REFERENCE_ENVIRON`): its figure, or None with a printed reason."""
     if not reference_available():
         print(f"reference video: skipped ({RUN_SH} not found; set LUCID_SHARED_DIR or check out ../shared)")
         return None
     command = [str(RUN_SH), "video", "--video", str(video), "--family", "yolo26n"]
     command += ["--imgsz", str(imgsz), "--threads", str(threads), *(["--track"] if track else [])]
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    env = {**REFERENCE_ENVIRON, "OMP_NUM_THREADS": str(threads)}
     try:
         done = run_measured(command, env=env, timeout=REFERENCE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -175,6 +182,9 @@ def main() -> None:
     parser.add_argument("--save", action="store_true", help="also time writing the annotated video")
     parser.add_argument("--pairs", type=int, default=1, help="ours/reference rounds, alternating (medians)")
     parser.add_argument("--track", action="store_true", help="also time tracking (ByteTrack) on both sides")
+    parser.add_argument(
+        "--passive", action="store_true", help="both sides with OMP_WAIT_POLICY=PASSIVE (a busy machine)"
+    )
     add_reference_flag(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

@@ -59,20 +59,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
-import numpy as np
-import torch
+from lucid_core.openmp import limit_openmp_spinning
 
-from lucid_core.allocator import tune_glibc_malloc
-from lucid_core.atomic import atomic_write_json
-from lucid_core.checkpoint import load
-from lucid_core.cli_errors import UsageError, refuse_overwrite, run_cli
-from lucid_core.decode import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF
-from lucid_core.decode.selection import class_filter
-from lucid_core.geometry.rotated import rboxes_to_polygons
-from lucid_core.inference import ImageLoadError, check_slicing, predict_frame_pairs, prepare_inference_model
-from lucid_core.models import YOLOModel
-from lucid_core.results import Detections, Results, mask_to_rle
-from lucid_core.sources import (
+limit_openmp_spinning()  # before torch is loaded (lucid_core.openmp)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from lucid_core.allocator import tune_glibc_malloc  # noqa: E402
+from lucid_core.atomic import atomic_write_json  # noqa: E402
+from lucid_core.checkpoint import load  # noqa: E402
+from lucid_core.cli_errors import UsageError, refuse_overwrite, run_cli  # noqa: E402
+from lucid_core.decode import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF  # noqa: E402
+from lucid_core.decode.selection import class_filter  # noqa: E402
+from lucid_core.geometry.rotated import rboxes_to_polygons  # noqa: E402
+from lucid_core.inference import ImageLoadError, check_slicing, predict_frame_pairs, prepare_inference_model  # noqa: E402
+from lucid_core.models import YOLOModel  # noqa: E402
+from lucid_core.results import Detections, Results, mask_to_rle  # noqa: E402
+from lucid_core.sources import (  # noqa: E402
     IMAGE_SUFFIXES,
     PREDICT_SUFFIXES,
     TRAINING_SUFFIXES,
@@ -85,9 +89,9 @@ from lucid_core.sources import (
     require_cv2,
     video_info,
 )
-from lucid_core.track.config import MissingExtraError, TrackerConfigError
-from lucid_core.track.mot_io import format_results
-from lucid_core.track.stream import StreamTracker
+from lucid_core.track.config import MissingExtraError, TrackerConfigError  # noqa: E402
+from lucid_core.track.mot_io import format_results  # noqa: E402
+from lucid_core.track.stream import StreamTracker  # noqa: E402
 
 __all__ = [
     "IMAGE_SUFFIXES",

@@ -32,9 +32,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from lucid_train.openmp import limit_openmp_spinning
+from lucid_core.openmp import limit_openmp_spinning
 
-limit_openmp_spinning()  # before torch is loaded (lucid_train.openmp)
+limit_openmp_spinning()  # before torch is loaded (lucid_core.openmp)
 
 import yaml  # noqa: E402
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI  # noqa: E402

@@ -1,4 +1,4 @@
-"""lucid-train sets GOMP_SPINCOUNT before torch loads, and only when the user chose no OpenMP wait policy."""
+"""lucid-train and lucid-predict set GOMP_SPINCOUNT before torch loads, and only when the user chose no policy."""
 
 from __future__ import annotations
 
@@ -9,17 +9,18 @@ import sys
 
 import pytest
 
-from lucid_train.openmp import SPINCOUNT, limit_openmp_spinning
+from lucid_core.openmp import SPINCOUNT, limit_openmp_spinning
 
-PROBE = (
-    "import os, sys; import lucid_train.cli; print(os.environ.get('GOMP_SPINCOUNT'), 'torch' in sys.modules)"
-)
+COMMAND_MODULES = ("lucid_train.cli", "lucid_core.predict_cli")
 
 
-def _probe(prelude: str = "", **env: str) -> str:
+def _probe(module: str, prelude: str = "", **env: str) -> str:
     clean = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    probe = (
+        f"import os, sys; import {module}; print(os.environ.get('GOMP_SPINCOUNT'), 'torch' in sys.modules)"
+    )
     result = subprocess.run(
-        [sys.executable, "-c", prelude + PROBE],
+        [sys.executable, "-c", prelude + probe],
         env={**clean, **env},
         capture_output=True,
         text=True,
@@ -28,19 +29,21 @@ def _probe(prelude: str = "", **env: str) -> str:
     return result.stdout.split("\n")[-2]
 
 
-def test_the_cli_module_sets_the_spin_count_before_torch_is_loaded() -> None:
-    assert _probe() == f"{SPINCOUNT} True"  # set, and torch was imported after it (by the CLI's imports)
+@pytest.mark.parametrize("module", COMMAND_MODULES)
+def test_the_command_module_sets_the_spin_count_before_torch_is_loaded(module: str) -> None:
+    # set, and torch was imported after it (by the command module's own imports)
+    assert _probe(module) == f"{SPINCOUNT} True"
 
 
 @pytest.mark.parametrize("variable", ["GOMP_SPINCOUNT", "OMP_WAIT_POLICY"])
 def test_a_users_choice_is_kept(variable: str) -> None:
     value = "PASSIVE" if variable == "OMP_WAIT_POLICY" else "123"
     expected = "123" if variable == "GOMP_SPINCOUNT" else "None"
-    assert _probe(**{variable: value}) == f"{expected} True"
+    assert _probe("lucid_core.predict_cli", **{variable: value}) == f"{expected} True"
 
 
 def test_nothing_is_set_once_torch_is_loaded() -> None:
-    assert _probe("import torch; ") == "None True"
+    assert _probe("lucid_core.predict_cli", "import torch; ") == "None True"
     env: dict[str, str] = {}
     importlib.import_module("torch")  # this test process has torch loaded whichever tests ran before
     assert "torch" in sys.modules
