@@ -21,9 +21,12 @@ from lucid_core.sources import (
     SourceError,
     expand_source,
     iter_items,
+    read_image_bgr,
+    read_image_file,
     require_cv2,
 )
 from lucid_core.sources import video as video_module
+from lucid_core.sources.images import rgb_chw_to_bgr
 from media_testing import (
     MediaServer,
     corrupt_mjpeg_frame,
@@ -104,6 +107,50 @@ def test_bad_items_are_errors_in_their_place(tmp_path: Path, rgb: np.ndarray) ->
     with pytest.raises(SourceError, match=r"missing\.png"):  # without on_error the error is raised
         list(FrameReader(sources))
     assert _no_reader_threads()
+
+
+def test_a_single_still_image_is_decoded_without_the_reader_thread(tmp_path: Path, rgb: np.ndarray) -> None:
+    """One image (file, missing file or array) is read in the consumer's thread, with the same frames and
+    errors; two images go through the thread."""
+    Image.fromarray(rgb).save(tmp_path / "one.png")
+    for source in (tmp_path / "one.png", np.ascontiguousarray(rgb[..., ::-1])):
+        reader = FrameReader(source)
+        (frame,) = list(reader)
+        assert reader._thread is None
+        np.testing.assert_array_equal(frame.image, rgb[..., ::-1])
+    errors: list[SourceError] = []
+    reader = FrameReader(tmp_path / "missing.png", on_error=errors.append)
+    assert list(reader) == [] and [e.kind for e in errors] == ["missing"] and reader._thread is None
+    with pytest.raises(SourceError, match=r"missing\.png"):
+        list(FrameReader(tmp_path / "missing.png"))
+    reader = FrameReader([tmp_path / "one.png", tmp_path / "one.png"])
+    assert len(list(reader)) == 2 and reader._thread is not None
+    assert _no_reader_threads()
+
+
+@pytest.mark.parametrize("orientation", [1, 3, 6, 8])
+def test_jpeg_files_decode_to_the_same_bgr_pixels_with_opencv(tmp_path: Path, orientation: int) -> None:
+    """predict's JPEG path (OpenCV, straight to BGR) gives torchvision's pixels, EXIF orientation included."""
+    texture = cv2.GaussianBlur(
+        np.random.default_rng(1).integers(0, 256, (30, 40, 3), dtype=np.uint8), (0, 0), 2
+    )
+    image = Image.fromarray(texture)
+    exif = image.getexif()
+    exif[0x0112] = orientation
+    image.save(tmp_path / "o.jpg", exif=exif.tobytes(), quality=95)
+    expected = rgb_chw_to_bgr(read_image_file(tmp_path / "o.jpg"))
+    np.testing.assert_array_equal(read_image_bgr(tmp_path / "o.jpg"), expected)
+    assert expected.shape[:2] == ((40, 30) if orientation in (6, 8) else (30, 40))
+
+
+@pytest.mark.shared
+def test_opencv_and_torchvision_decode_the_shared_jpegs_alike(shared_dir: Path) -> None:
+    files = sorted((shared_dir / "data").rglob("*.jpg"))[:60]
+    assert files
+    for path in files:
+        np.testing.assert_array_equal(
+            read_image_bgr(path), rgb_chw_to_bgr(read_image_file(path)), err_msg=str(path)
+        )
 
 
 def test_in_memory_images_arrays_pil_and_tensors(rgb: np.ndarray) -> None:

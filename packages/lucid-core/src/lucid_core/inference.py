@@ -509,6 +509,17 @@ def _resize_hwc(image: np.ndarray, size_wh: tuple[int, int]) -> np.ndarray:
     return resized if resized.ndim == 3 else resized[:, :, None]
 
 
+def _swap_red_blue(image: np.ndarray) -> np.ndarray:
+    """A contiguous copy of an H×W×3 uint8 array with its first and last channels swapped (BGR <-> RGB):
+    OpenCV's ``cvtColor`` when installed (a vectorised kernel), else a numpy copy of the reversed view."""
+    try:
+        import cv2  # the `video` extra
+    except ImportError:
+        return np.ascontiguousarray(image[..., ::-1])
+    swapped: np.ndarray = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    return swapped
+
+
 def letterbox_frame(
     image: np.ndarray, imgsz: int | tuple[int, int], *, stride: int = 32, fill: int = 114
 ) -> tuple[Tensor, LetterboxInfo]:
@@ -521,9 +532,11 @@ def letterbox_frame(
     h, w = int(image.shape[0]), int(image.shape[1])
     info = letterbox_geometry((h, w), imgsz, auto=True, stride=stride)
     new_w, new_h = info.new_unpad_wh
+    rgb = _swap_red_blue(image if (new_w, new_h) == (w, h) else _resize_hwc(image, (new_w, new_h)))
+    if (new_h, new_w) == tuple(info.input_hw):
+        return torch.from_numpy(rgb), info
     out = np.full((*info.input_hw, 3), fill, dtype=np.uint8)
-    inner = out[info.top : info.top + new_h, info.left : info.left + new_w]
-    inner[...] = (image if (new_w, new_h) == (w, h) else _resize_hwc(image, (new_w, new_h)))[..., ::-1]
+    out[info.top : info.top + new_h, info.left : info.left + new_w] = rgb
     return torch.from_numpy(out), info
 
 

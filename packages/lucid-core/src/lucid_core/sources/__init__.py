@@ -22,6 +22,7 @@ from lucid_core.sources.images import (
     IMAGE_SUFFIXES,
     TRAINING_SUFFIXES,
     load_image_rgb,
+    read_image_bgr,
     read_image_file,
 )
 from lucid_core.sources.reader import FrameReader, iter_items, memory_to_bgr
@@ -55,6 +56,7 @@ __all__ = [
     "iter_items",
     "load_image_rgb",
     "memory_to_bgr",
+    "read_image_bgr",
     "read_image_file",
     "require_cv2",
     "video_info",

@@ -3,7 +3,8 @@
 Every function returns an H×W×3 uint8 array in **BGR** order (OpenCV's, and what ``Results.orig_img`` holds);
 the pixels are those the file decoder gives, so converting back to RGB for the network is exact. Files with a
 torchvision-decodable extension (:data:`IMAGE_SUFFIXES`) are decoded by ``torchvision.io.decode_image`` with EXIF
-orientation applied; the other training extensions (BMP, TIFF, …) by torchvision's PIL loader.
+orientation applied; the other training extensions (BMP, TIFF, …) by torchvision's PIL loader. For predict,
+JPEG files are decoded straight to BGR by OpenCV when it is installed (:func:`read_image_bgr`, the same pixels).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from lucid_core.sources.errors import ImageLoadError
 
 __all__ = [
     "IMAGE_SUFFIXES",
+    "JPEG_SUFFIXES",
     "TRAINING_SUFFIXES",
     "URL_TIMEOUT_S",
     "ImageLoadError",
@@ -34,11 +36,14 @@ __all__ = [
     "fetch_url_image",
     "load_image_rgb",
     "pil_to_bgr",
+    "read_image_bgr",
     "read_image_file",
     "rgb_chw_to_bgr",
     "tensor_to_bgr",
 ]
 
+#: JPEG file extensions (:func:`read_image_bgr` decodes them with OpenCV when it is installed).
+JPEG_SUFFIXES = frozenset({".jpg", ".jpeg"})
 #: what ``torchvision.io.decode_image`` decodes itself.
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".gif", ".avif", ".heic"})
 #: the image extensions lucid-data trains on (``lucid_data.imageio.IMAGE_SUFFIXES``; lucid-core cannot import
@@ -77,6 +82,23 @@ def read_image_file(path: str | os.PathLike[str]) -> Tensor:
     return image
 
 
+def read_image_bgr(path: str | os.PathLike[str]) -> np.ndarray:
+    """H×W×3 BGR uint8 of an image file. JPEG files go straight to BGR through OpenCV's decoder when it is
+    installed (the ``video`` extra): the pixels of :func:`read_image_file`, EXIF orientation included (a test
+    holds the two equal on the shared JPEGs; a CMYK JPEG may differ by one level), without the channel-order copy.
+    Other files, and every file without OpenCV or that OpenCV cannot read, go through :func:`read_image_file`."""
+    if Path(path).suffix.lower() in JPEG_SUFFIXES:
+        try:
+            import cv2  # the `video` extra
+        except ImportError:
+            cv2 = None
+        if cv2 is not None:
+            image = cv2.imread(os.fspath(path), cv2.IMREAD_COLOR)
+            if image is not None and image.ndim == 3 and image.shape[2] == 3:
+                return np.asarray(image)
+    return rgb_chw_to_bgr(read_image_file(path))
+
+
 def decode_image_bytes(data: bytes, what: str) -> Tensor:
     """RGB uint8 CHW of an encoded image held in memory (JPEG, PNG, WebP, GIF, …); ``what`` names it in errors."""
     if not data:
@@ -105,7 +127,11 @@ def rgb_chw_to_bgr(image: Tensor) -> np.ndarray:
         image = image[:3]
     elif channels != 3:
         raise ImageLoadError(f"expected 1, 3 or 4 channels, got {channels}")
-    return np.ascontiguousarray(image.flip(0).permute(1, 2, 0).cpu().numpy())
+    planes = image.cpu().numpy()
+    bgr = np.empty((*planes.shape[1:], 3), dtype=np.uint8)
+    for channel in range(3):  # one strided pass per plane: faster than a flip followed by a transposing copy
+        bgr[..., channel] = planes[2 - channel]
+    return bgr
 
 
 def array_to_bgr(array: np.ndarray, what: str = "array image") -> np.ndarray:

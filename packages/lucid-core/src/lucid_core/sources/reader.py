@@ -2,7 +2,8 @@
 
 A daemon thread walks the source's items (:func:`~lucid_core.sources.expand.expand_source`), decodes them
 (:func:`iter_items`) and puts the frames into a queue of at most ``depth`` frames, so decoding overlaps the
-model and memory stays bounded whatever the source's length. A :class:`~lucid_core.sources.errors.SourceError`
+model and memory stays bounded whatever the source's length; a source of one still image (a file, a URL or an
+in-memory image) has nothing to overlap and is decoded in the consumer's thread instead. A :class:`~lucid_core.sources.errors.SourceError`
 (a missing file, a corrupt frame, a dropped stream) travels through the queue at its place: iterating passes it
 to ``on_error`` and goes on, or without one raises it (notices aside). :meth:`FrameReader.close` (also on
 ``with`` exit, on the iterator's ``close`` and when iteration ends) stops the thread and releases every open
@@ -11,6 +12,7 @@ video or stream.
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -23,7 +25,7 @@ from lucid_core.sources.images import (
     array_to_bgr,
     fetch_url_image,
     pil_to_bgr,
-    read_image_file,
+    read_image_bgr,
     rgb_chw_to_bgr,
     tensor_to_bgr,
 )
@@ -32,6 +34,8 @@ from lucid_core.sources.video import LiveStream, read_video
 __all__ = ["FrameReader", "iter_items", "memory_to_bgr"]
 
 _END = object()
+#: item kinds that give one frame: a source of one of them alone is decoded without the reader thread
+_STILL_KINDS = frozenset({"image", "url", "memory", "error"})
 
 
 class _Failure:
@@ -74,11 +78,11 @@ def iter_items(
         elif item.kind in ("image", "url"):
             name = str(item.name)
             try:
-                rgb = fetch_url_image(name) if item.kind == "url" else read_image_file(name)
+                bgr = rgb_chw_to_bgr(fetch_url_image(name)) if item.kind == "url" else read_image_bgr(name)
             except ImageLoadError as exc:
                 yield SourceError(name, str(exc).removeprefix(f"{name}: "), kind="unreadable")
                 continue
-            yield Frame(rgb_chw_to_bgr(rgb), source=name, item=position)
+            yield Frame(bgr, source=name, item=position)
         elif item.kind == "video":
             yield from read_video(str(item.name), item=position, vid_stride=vid_stride)
         else:  # a live stream or a camera
@@ -163,18 +167,32 @@ class FrameReader:
             self._thread = threading.Thread(target=self._produce, name="lucid-frame-reader", daemon=True)
             self._thread.start()
 
+    def _queued(self) -> Iterator[Any]:
+        """The reader thread's frames and errors, in order, until its end marker."""
+        self._start()
+        while True:
+            item = self._queue.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failure):
+                raise item.exc
+            yield item
+
+    def _decoded(self) -> Iterator[Any]:
+        """A single still item decoded here; otherwise the queue the reader thread fills."""
+        items = iter(self._items)
+        head = list(itertools.islice(items, 2))
+        if len(head) == 1 and head[0].kind in _STILL_KINDS:
+            return iter_items(head)
+        self._items = itertools.chain(head, items)
+        return self._queued()
+
     # ------------------------------------------------------------------ consumer side
     def __iter__(self) -> Iterator[Frame]:
         if self._closed:
             raise RuntimeError("FrameReader: already closed")
-        self._start()
         try:
-            while True:
-                item = self._queue.get()
-                if item is _END:
-                    return
-                if isinstance(item, _Failure):
-                    raise item.exc
+            for item in self._decoded():
                 if isinstance(item, SourceError):
                     if self.on_error is not None:
                         self.on_error(item)
