@@ -32,7 +32,7 @@ class _Recording:
     """A runner that records its input and forwards it to ``inner``."""
 
     def __init__(self, inner: Runner) -> None:
-        self.inner, self.batch, self.half = inner, inner.batch, inner.half
+        self.inner, self.batch, self.half, self.any_hw = inner, inner.batch, inner.half, inner.any_hw
         self.memory_format = getattr(inner, "memory_format", torch.contiguous_format)
         self.seen: list[torch.Tensor] = []
 
@@ -76,6 +76,64 @@ def test_torchscript_is_traced_channels_last_and_matches_nchw(tmp_path: Path) ->
     x = torch.rand(1, 3, IMGSZ, IMGSZ)
     with torch.no_grad():
         torch.testing.assert_close(net(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", pytest.param("openvino", marks=pytest.mark.slow)])
+def test_onnx_and_openvino_run_any_input_size_at_that_size(tmp_path: Path, fmt: str) -> None:
+    """Their files take any height and width: a smaller or larger input reaches the runtime unpadded and gives
+    what PyTorch gives at that size (its own anchors and prototype size)."""
+    pytest.importorskip("onnxruntime" if fmt == "onnx" else "openvino")
+    torch.manual_seed(0)
+    model = build_model("yolov8", "segment", "n", num_classes=3).eval()
+    save_model(model, tmp_path / "seg", names=["a", "b", "c"], imgsz=IMGSZ)
+    net = lucid_core.load(export(tmp_path / "seg", format=fmt, check=False).path).model
+    assert isinstance(net, ExportedModel) and net.runner.any_hw
+    recording = _Recording(net.runner)
+    net.runner = recording
+    for hw in ((32, IMGSZ), (IMGSZ + 32, IMGSZ)):
+        x = torch.rand(1, 3, *hw)
+        (pred, proto), (expected, expected_proto) = net(x), model(x)
+        assert tuple(recording.seen[-1].shape[-2:]) == hw
+        torch.testing.assert_close(pred, expected, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(proto, expected_proto, rtol=1e-4, atol=1e-4)
+
+
+def test_a_top_k_export_pads_an_input_with_fewer_anchors_than_its_rows(tmp_path: Path) -> None:
+    """The top-k graph returns a fixed number of rows (``min(max_det, anchors)`` at the exported size): an input
+    with fewer anchors is padded to the exported size, one with enough runs at its own size."""
+    pytest.importorskip("onnxruntime")
+    torch.manual_seed(0)
+    save_model(
+        build_model("yolo26", "detect", "n", num_classes=3),
+        tmp_path / "e2e",
+        names=["a", "b", "c"],
+        imgsz=IMGSZ,
+    )
+    net = lucid_core.load(export(tmp_path / "e2e", format="onnx", check=False).path).model
+    assert isinstance(net, ExportedModel) and net.output == "topk" and net.runner.any_hw
+    recording = _Recording(net.runner)
+    net.runner = recording
+    net(torch.rand(1, 3, 32, IMGSZ))
+    assert tuple(recording.seen[-1].shape[-2:]) == (IMGSZ, IMGSZ)
+    net(torch.rand(1, 3, IMGSZ, IMGSZ + 32))
+    assert tuple(recording.seen[-1].shape[-2:]) == (IMGSZ, IMGSZ + 32)
+
+
+@pytest.mark.slow
+def test_openvino_compiles_a_few_shapes_alone_then_one_dynamic_model(tmp_path: Path) -> None:
+    pytest.importorskip("openvino")
+    from lucid_core.export.runtime import _COMPILED_KEPT
+
+    torch.manual_seed(0)
+    model = build_model("yolov8", "detect", "n", num_classes=3).eval()
+    net = lucid_core.load(export(_weights(tmp_path), format="openvino", check=False).path).model
+    assert isinstance(net, ExportedModel)
+    sizes = [(32 * (1 + i), 32) for i in range(_COMPILED_KEPT + 2)]
+    for hw in sizes:
+        x = torch.rand(1, 3, *hw)
+        torch.testing.assert_close(net(x), model(x), rtol=1e-4, atol=1e-4)
+    runner = net.runner
+    assert len(runner._compiled) == _COMPILED_KEPT and runner._compiled_any is not None  # type: ignore[attr-defined]
 
 
 def test_onnx_session_runs_with_the_callers_thread_count(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import resource
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,16 +114,18 @@ def parse_reference_output(text: str) -> list[ReferenceFigure]:
     return figures
 
 
-def run_reference(workload: str, *args: str | int | Path, threads: int) -> ReferenceFigure | None:
-    """Run ``run.sh WORKLOAD ARGS --threads N`` and return its figure; None (with a printed reason) when the
-    shared folder is absent or the run fails."""
+def run_reference(
+    workload: str, *args: str | int | Path, threads: int, environ: Mapping[str, str] | None = None
+) -> ReferenceFigure | None:
+    """Run ``run.sh WORKLOAD ARGS --threads N`` in ``environ`` (default: this process's environment) and return
+    its figure; None (with a printed reason) when the shared folder is absent or the run fails."""
     if not reference_available():
         print(
             f"reference {workload}: skipped ({RUN_SH} not found; set LUCID_SHARED_DIR or check out ../shared)"
         )
         return None
     command = [str(RUN_SH), workload, *(str(a) for a in args), "--threads", str(threads)]
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    env = {**(os.environ if environ is None else environ), "OMP_NUM_THREADS": str(threads)}
     try:
         done = run_measured(command, env=env, timeout=REFERENCE_TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -9,8 +9,9 @@ on ``--calibration`` (default ``../shared/data/coco8/images``: the timing does n
 each format's latency (``openvino-device``: the same fp32 IR at the CPU plugin's own inference precision, bf16
 on CPUs with AMX or AVX-512 BF16, as an OpenVINO user who sets nothing runs it; ``openvino`` forces f32 for PyTorch
 parity), INT8/fp32, and with ``--vs-reference`` the reference's latency for the same format
-(``run.sh export --format F --image IMG``) and ours/reference, and the 1-minute load average before and after (the
-figures are only comparable on an idle CPU; docs/EXPORT.md "Latency"). Targets: OpenVINO ≤ 1.0× (goal 0.8×), ONNX and
+(``run.sh export --format F --image IMG``, in the caller's environment) and ours/reference, and the 1-minute load
+average before and after (the figures are only comparable on an idle CPU; docs/EXPORT.md "Latency"). Ours runs
+with lucid-predict's OpenMP policy (:mod:`lucid_core.openmp`, set before torch loads). Targets: OpenVINO ≤ 1.0× (goal 0.8×), ONNX and
 TorchScript ≤ 0.8×, our INT8 ≤ 0.6× our OpenVINO fp32.
 
 Run by hand or by ``make bench``: ``uv run --no-sync python tools/bench/export.py [--threads 2] [--vs-reference]``.
@@ -26,17 +27,24 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
+from lucid_core.openmp import limit_openmp_spinning
 
-from lucid_core.allocator import tune_glibc_malloc
-from lucid_core.checkpoint import save_model
-from lucid_core.export import load_exported
-from lucid_core.export_cli import export
-from lucid_core.inference import predict
-from lucid_core.models import build_model
+#: the caller's environment, which the reference runs in (libgomp's defaults unless the caller set a policy)
+REFERENCE_ENVIRON = dict(os.environ)
+if __name__ == "__main__":
+    limit_openmp_spinning()  # ours as lucid-predict runs (lucid_core.openmp), before torch loads
+
+import torch  # noqa: E402
+
+from lucid_core.allocator import tune_glibc_malloc  # noqa: E402
+from lucid_core.checkpoint import save_model  # noqa: E402
+from lucid_core.export import load_exported  # noqa: E402
+from lucid_core.export_cli import export  # noqa: E402
+from lucid_core.inference import predict  # noqa: E402
+from lucid_core.models import build_model  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _reference import SHARED_DIR, add_reference_flag, print_pair, run_reference
+from _reference import SHARED_DIR, add_reference_flag, print_pair, run_reference  # noqa: E402
 
 FORMATS = ("torchscript", "onnx", "openvino", "openvino-device", "openvino-int8")
 TARGETS = {"torchscript": 0.8, "onnx": 0.8, "openvino": 1.0, "openvino-device": 1.0}
@@ -111,6 +119,7 @@ def main() -> int:
                 "--imgsz",
                 args.imgsz,
                 threads=args.threads,
+                environ=REFERENCE_ENVIRON,
             )
             ratio = print_pair(f"export {name} yolo26n@{args.imgsz}", ours[name], reference, "ms")
             if ratio is not None:

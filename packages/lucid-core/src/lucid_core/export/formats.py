@@ -111,6 +111,8 @@ def export_model(
         extra={"opset": opset} if format in ("onnx", "openvino", "engine") else None,
     )
     target = Path(path)
+    # ONNX Runtime and OpenVINO run any input size: a non-square image then runs at its own letterboxed size
+    dynamic_hw = format in ("onnx", "openvino") and module.output in ("dense", "topk")
     traced_half = half and format in ("onnx", "torchscript")
     module = module.to(torch.float16 if traced_half else torch.float32)
     if format == "onnx":
@@ -123,6 +125,7 @@ def export_model(
             opset=opset,
             half=half,
             metadata=metadata,
+            dynamic_hw=dynamic_hw,
         )
     elif format == "torchscript":
         write_torchscript(module, target, imgsz, batch=batch, half=half, metadata=metadata)
@@ -139,6 +142,7 @@ def export_model(
             int8_data=int8_data,
             fraction=fraction,
             calibration_images=calibration_images,
+            dynamic_hw=dynamic_hw,
         )
     elif format == "engine":
         write_engine(

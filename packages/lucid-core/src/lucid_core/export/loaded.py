@@ -16,11 +16,13 @@ An end-to-end (YOLO26) export holds one head branch: the one-to-one branch (deco
 :attr:`ExportedModel.decode` is ``"topk"``), or the one-to-many branch with ``--nms``; asking it for the other
 branch is a ``ValueError`` naming the decode mode to use.
 
-Input size: the exported size is fixed. A smaller input (predict's minimal letterbox of a non-square image, a
-rectangular evaluation batch) is padded at the bottom and right with the letterbox grey to the exported size and
-the anchors of the padding are dropped (the proto cropped): the rows then match the input's own anchor grid, with
-values that differ from an export of that exact size only near the padded border. A larger input is a
-``ValueError``. A fixed batch is run in chunks.
+Input size: a file that takes any height and width (``runner.any_hw``: lucid-export's ONNX and OpenVINO files of
+the dense or top-k output) runs every input that is a multiple of the stride at its own size, as PyTorch does —
+unless the input has fewer anchors than a top-k graph's row count. Otherwise the exported size is fixed: a smaller
+input (predict's minimal letterbox of a non-square image, a rectangular evaluation batch) is padded at the bottom
+and right with the letterbox grey to the exported size and the anchors of the padding are dropped (the proto
+cropped): the rows then match the input's own anchor grid, with values that differ from an export of that exact
+size only near the padded border. A larger input is then a ``ValueError``. A fixed batch is run in chunks.
 """
 
 from __future__ import annotations
@@ -156,15 +158,21 @@ class ExportedModel(YOLOModel):
                 f"with {self.decode!r} (--decode {self.decode})"
             )
         h, w = int(x.shape[2]), int(x.shape[3])
+        stride = max(self._strides)
+        if h % stride or w % stride:
+            raise ValueError(f"{self.source}: input {h}x{w} is not a multiple of the stride {stride}")
+        if self._runs_at((h, w)):
+            outputs = self._run_batches(x.float())
+            pred = outputs[0].float().to(x.device)
+            if self.output != "dense":
+                pred = self._rows_to_dense(pred)
+            return (pred, outputs[1].float().to(x.device)) if len(outputs) > 1 else pred
         eh, ew = self.imgsz
         if h > eh or w > ew:
             raise ValueError(
                 f"{self.source}: input {h}x{w} is larger than the exported size {eh}x{ew}; predict with "
                 f"--imgsz {max(eh, ew)} or export at the larger size"
             )
-        stride = max(self._strides)
-        if (h, w) != (eh, ew) and (h % stride or w % stride):
-            raise ValueError(f"{self.source}: input {h}x{w} is not a multiple of the stride {stride}")
         device = x.device
         if (h, w) != (eh, ew):  # one copy, straight into the layout the runner feeds its runtime
             layout = getattr(self.runner, "memory_format", torch.contiguous_format)
@@ -191,6 +199,18 @@ class ExportedModel(YOLOModel):
             proto = proto[..., : h // ratio, : w // ratio]
             return pred, proto
         return pred
+
+    def _runs_at(self, hw: tuple[int, int]) -> bool:
+        """Whether an input of size ``hw`` runs at its own size (module docstring, "Input size")."""
+        if not getattr(self.runner, "any_hw", False):
+            return False
+        if self.output == "dense":
+            return True
+        rows = min(int(self.metadata.get("max_det", 0)), self._anchors(self.imgsz))  # the graph's top-k count
+        return self._anchors(hw) >= rows
+
+    def _anchors(self, hw: tuple[int, int]) -> int:
+        return sum((hw[0] // s) * (hw[1] // s) for s in self._strides)
 
     def _run_batches(self, x: Tensor) -> list[Tensor]:
         batch = self.runner.batch

@@ -1,7 +1,8 @@
 """ONNX export of a :class:`~lucid_core.models.YOLOModel` for all tasks (graph outputs: :mod:`.graph`).
 
 Input ``images``: ``(B, 3, H, W)`` RGB in [0, 1] (float16 with ``half``); the batch dimension is dynamic when asked,
-the spatial size fixed (the anchors are part of the graph). Exported with the TorchScript-based
+and so are ``H`` and ``W`` with ``dynamic_hw`` (the anchor grid is then computed from the feature maps' sizes in
+the graph, and a dense output's anchor axis and ``proto``'s size follow the input), else the spatial size is fixed. Exported with the TorchScript-based
 ``torch.onnx.export(..., dynamo=False)``; the metadata record (:mod:`.metadata`) goes into ``metadata_props`` when
 the ``onnx`` package is installed (the ``export`` extra), else beside the file. Written atomically.
 """
@@ -38,6 +39,7 @@ def write_onnx(
     opset: int,
     half: bool,
     metadata: Mapping[str, Any] | None = None,
+    dynamic_hw: bool = False,
 ) -> Path:
     """Trace ``module`` (already in its export dtype) on a zero image batch and write the graph to ``path``."""
     dtype = torch.float16 if half else torch.float32
@@ -45,7 +47,7 @@ def write_onnx(
     with torch.no_grad():
         sample = module(example)
     output_names = ["output0", "proto"] if isinstance(sample, tuple) else ["output0"]
-    dynamic_axes = {name: {0: "batch"} for name in (INPUT_NAME, *output_names)} if dynamic_batch else None
+    dynamic_axes = _dynamic_axes(output_names, module.output, batch=dynamic_batch, hw=dynamic_hw)
     with atomic_path(path) as tmp:
         with (
             warnings.catch_warnings()
@@ -64,6 +66,24 @@ def write_onnx(
         if metadata is not None and not _embed_metadata(tmp, metadata):
             atomic_write_json(sidecar_path(path), dict(metadata))
     return path
+
+
+def _dynamic_axes(
+    output_names: list[str], output: str, *, batch: bool, hw: bool
+) -> dict[str, dict[int, str]] | None:
+    """``torch.onnx.export``'s ``dynamic_axes``: the batch of every tensor, and with ``hw`` the input's size, the
+    anchor axis of a dense output and the prototype masks' size (a row output keeps its ``max_det`` rows)."""
+    axes: dict[str, dict[int, str]] = {
+        name: ({0: "batch"} if batch else {}) for name in (INPUT_NAME, *output_names)
+    }
+    if hw:
+        axes[INPUT_NAME].update({2: "height", 3: "width"})
+        if output == "dense":
+            axes["output0"][2] = "anchors"
+        if "proto" in axes:
+            axes["proto"].update({2: "proto_height", 3: "proto_width"})
+    kept = {name: dims for name, dims in axes.items() if dims}
+    return kept or None
 
 
 def _embed_metadata(path: Path, metadata: Mapping[str, Any]) -> bool:
@@ -92,11 +112,12 @@ def export_onnx(
     output: OutputKind | None = None,
     batch: int = 1,
     metadata: Mapping[str, Any] | None = None,
+    dynamic_hw: bool = False,
 ) -> Path:
     """Export ``model`` (left untouched) to ``path``; see :mod:`.graph` for the graph's outputs.
 
-    ``imgsz``: the fixed input size (int or ``(h, w)``, multiples of the largest stride); the batch dimension is
-    dynamic when ``dynamic_batch``, else ``batch``. ``fuse`` (default) exports the inference form: BatchNorm folded
+    ``imgsz``: the input size traced (int or ``(h, w)``, multiples of the largest stride), fixed unless
+    ``dynamic_hw``; the batch dimension is dynamic when ``dynamic_batch``, else ``batch``. ``fuse`` (default) exports the inference form: BatchNorm folded
     and, for the top-k output, only the one-to-one branch. ``half`` exports float16 weights with a float16
     ``images`` input (traced on the CPU in float16). ``metadata``: the record to store with the file. Returns the
     written path.
@@ -117,4 +138,5 @@ def export_onnx(
         opset=opset,
         half=half,
         metadata=metadata,
+        dynamic_hw=dynamic_hw,
     )

@@ -46,8 +46,10 @@ def write_openvino(
     int8_data: str | os.PathLike[str] | None = None,
     fraction: float = 1.0,
     calibration_images: int = DEFAULT_CALIBRATION_IMAGES,
+    dynamic_hw: bool = False,
 ) -> Path:
-    """Convert ``module`` (float32) to an IR folder at ``folder`` (module docstring); ``int8_data`` quantises."""
+    """Convert ``module`` (float32) to an IR folder at ``folder`` (module docstring); ``int8_data`` quantises;
+    ``dynamic_hw`` leaves the input's height and width dynamic (calibration runs at ``hw``)."""
     try:
         import openvino as ov  # the [openvino] extra
     except ImportError:
@@ -67,6 +69,7 @@ def write_openvino(
             dynamic_batch=dynamic_batch or int8_data is not None,
             opset=opset,
             half=False,
+            dynamic_hw=dynamic_hw,
         )
         model = ov.convert_model(str(onnx_path))
     if int8_data is not None:
@@ -84,7 +87,7 @@ def write_openvino(
             ignored_scope=nncf.IgnoredScope(patterns=int8_ignored_patterns(head_index), validate=False),
         )
         if not dynamic_batch:
-            model.reshape({0: [batch, 3, *hw]})
+            model.reshape({0: ov.PartialShape([batch, 3, *((-1, -1) if dynamic_hw else hw)])})
     stem = folder.name.removesuffix("_openvino") or "model"
     with atomic_directory(folder) as tmp:
         ov.save_model(model, str(tmp / f"{stem}.xml"), compress_to_fp16=half)

@@ -2,15 +2,14 @@
 
 A runner takes one float32 ``(B, 3, H, W)`` tensor (in any layout; an optional ``memory_format`` attribute names
 the one it feeds its runtime, default contiguous NCHW) and returns the graph's outputs in order as tensors on the CPU
-(TensorRT: on its CUDA device). ``batch`` is the fixed batch of the file or None (dynamic); ``hw`` its input
-size. The runtime packages are optional extras, imported when a runner is made; a missing one raises
+(TensorRT: on its CUDA device). ``batch`` is the fixed batch of the file or None (dynamic); ``any_hw`` whether
+the file takes any input height and width (ONNX and OpenVINO exports of the dense or top-k output). The runtime packages are optional extras, imported when a runner is made; a missing one raises
 :class:`~lucid_core.errors.CheckpointError` naming the extra.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,7 +31,7 @@ __all__ = [
     "read_onnx_metadata",
 ]
 
-#: compiled OpenVINO models kept per reader (one per input shape)
+#: input shapes an OpenVINO runner compiles for alone (any further shape runs on one dynamic compile)
 _COMPILED_KEPT = 4
 
 
@@ -41,6 +40,7 @@ class Runner(Protocol):
 
     batch: int | None
     half: bool
+    any_hw: bool
 
     def __call__(self, x: Tensor) -> list[Tensor]: ...
 
@@ -81,7 +81,8 @@ class OnnxRunner:
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+        options.add_session_config_entry("session.force_spinning_stop", "1")
         try:
             self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own types for unreadable or invalid models
@@ -91,6 +92,7 @@ class OnnxRunner:
         self.input_name = first.name
         self.half = first.type == "tensor(float16)"
         self.batch = first.shape[0] if isinstance(first.shape[0], int) else None
+        self.any_hw = not any(isinstance(size, int) for size in first.shape[2:])
 
     def __call__(self, x: Tensor) -> list[Tensor]:
         array = (
@@ -119,6 +121,7 @@ class TorchScriptRunner:
         self.metadata = parse_metadata(extra[METADATA_KEY], path)
         self.half = self.metadata.get("precision") == "fp16"
         self.batch = self.metadata.get("batch")
+        self.any_hw = False
         self.memory_format = torch.channels_last  # the layout it is fed (ExportedModel pads straight into it)
 
     def __call__(self, x: Tensor) -> list[Tensor]:
@@ -169,19 +172,26 @@ class OpenVINORunner:
             self.config["INFERENCE_PRECISION_HINT"] = precision
         if threads is not None:
             self.config["INFERENCE_NUM_THREADS"] = int(threads)
-        self._compiled: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        sizes = self.model.inputs[0].partial_shape
+        self.any_hw = all(sizes[axis].is_dynamic for axis in (2, 3))
+        self._compiled: dict[tuple[int, ...], Any] = {}
+        self._compiled_any: Any = None
 
     def _compiled_for(self, shape: tuple[int, ...]) -> Any:
+        """The compiled model for inputs of ``shape``: compiled for that shape alone (the faster kernels) for the
+        first :data:`_COMPILED_KEPT` shapes, then one compile of the IR as it is (its dynamic dimensions) for all
+        others, so a stream of many sizes does not recompile."""
         compiled = self._compiled.get(shape)
-        if compiled is None:
+        if compiled is not None:
+            return compiled
+        if len(self._compiled) < _COMPILED_KEPT:
             model = self.model.clone()
             model.reshape({0: list(shape)})
-            compiled = self.core.compile_model(model, "CPU", self.config)
-            self._compiled[shape] = compiled
-            while len(self._compiled) > _COMPILED_KEPT:
-                self._compiled.popitem(last=False)
-        self._compiled.move_to_end(shape)
-        return compiled
+            compiled = self._compiled[shape] = self.core.compile_model(model, "CPU", self.config)
+            return compiled
+        if self._compiled_any is None:
+            self._compiled_any = self.core.compile_model(self.model, "CPU", self.config)
+        return self._compiled_any
 
     def __call__(self, x: Tensor) -> list[Tensor]:
         array = x.detach().cpu().contiguous().numpy().astype(np.float32, copy=False)
@@ -217,6 +227,7 @@ class TensorRTRunner:
         self.outputs = [n for n in self.names if n not in self.inputs]
         self.half = self.metadata.get("precision") == "fp16"
         self.batch = self.metadata.get("batch")
+        self.any_hw = False
         self.device = torch.device("cuda")
 
     def __call__(self, x: Tensor) -> list[Tensor]:

@@ -20,13 +20,17 @@ def make_anchors(
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Return ``(anchor_points_grid (A, 2) as (x, y), stride_tensor (A, 1))`` for the given (h, w) levels."""
+    """Return ``(anchor_points_grid (A, 2) as (x, y), stride_tensor (A, 1))`` for the given (h, w) levels.
+
+    The sizes may be traced (an export with a dynamic input size); the grid is built in float32 and cast to
+    ``dtype`` (ONNX's ``Range`` has no float16), which is exact for grids up to 2048 cells a side.
+    """
     points: list[Tensor] = []
     stride_rows: list[Tensor] = []
     for (h, w), s in zip(level_shapes, strides, strict=True):
-        sx = torch.arange(w, dtype=dtype, device=device) + offset
-        sy = torch.arange(h, dtype=dtype, device=device) + offset
+        sx = torch.arange(w, dtype=torch.float32, device=device) + offset
+        sy = torch.arange(h, dtype=torch.float32, device=device) + offset
         yy, xx = torch.meshgrid(sy, sx, indexing="ij")
         points.append(torch.stack((xx, yy), -1).view(-1, 2))
-        stride_rows.append(torch.full((h * w, 1), float(s), dtype=dtype, device=device))
-    return torch.cat(points), torch.cat(stride_rows)
+        stride_rows.append(torch.full((h * w, 1), float(s), dtype=torch.float32, device=device))
+    return torch.cat(points).to(dtype), torch.cat(stride_rows).to(dtype)

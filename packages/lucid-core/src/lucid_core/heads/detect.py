@@ -158,7 +158,7 @@ class DetectHead(nn.Module):
         ``branch`` (eval only): ``"one2one"`` (the default of end-to-end heads, and the only one a deployed head
         has) or ``"one2many"``; heads without a one-to-one branch always decode their single branch.
         """
-        level_shapes = [(int(f.shape[-2]), int(f.shape[-1])) for f in feats]
+        level_shapes = [(f.shape[-2], f.shape[-1]) for f in feats]  # traced sizes when exporting
         if self.training:
             one2many = self._branch(feats, "")
             one2one = self._branch([f.detach() for f in feats], ONE2ONE_PREFIX) if self.end2end else None
