@@ -176,3 +176,19 @@ def test_an_in_domain_checkpoint_finds_the_same_boxes_through_both_letterboxes(s
     records = load_dataset(shared_dir / "data" / "shapes-seg" / "data.yaml", "val", None)
     found = _confident_box_distances(model.float().eval(), records, 640, task="segment")
     assert len(found) >= 50 and max(distance for distance, _ in found) <= 2.0, found
+
+
+@pytest.mark.parametrize(
+    ("task", "factor"), [("detect", 2), ("segment", 2), ("pose", 2), ("obb", 1), ("classify", 2)]
+)
+def test_validation_batch_is_the_tasks_multiple_of_the_training_batch(task: str, factor: int) -> None:
+    """The reference validates rotated boxes in batches of the training batch and every other task in twice it
+    (its batch count per validation); the validation losses are per-batch means, so this is part of them."""
+    from types import SimpleNamespace
+
+    from lucid_core.tasks import get_task
+    from lucid_train.datamodule import DetectionDataModule
+
+    assert get_task(task).validation_batch_factor == factor
+    module = SimpleNamespace(task=task, batch_size=3)  # the property reads only these two
+    assert DetectionDataModule.val_batch_size.fget(module) == 3 * factor  # type: ignore[attr-defined]

@@ -58,8 +58,6 @@ SHAPES_TAG = "shapes-detect-v1"
 _UNKEYED_SHAPES_TAGS = {"detect": SHAPES_TAG}
 #: synthesis version in every other task's tag (v2: obb shapes squashed to a readable angle)
 SHAPES_TASK_VERSION = 2
-#: validation batch = this × the training batch (reference validator: ``batch * 2``).
-VAL_BATCH_FACTOR = 2
 #: the largest stride of every model family (P5 heads): rectangular batch shapes are multiples of it.
 MODEL_STRIDE = 32
 #: rectangular batch padding in strides (reference validation ``pad = 0.5``).
@@ -428,8 +426,9 @@ class YOLODataModule(pl.LightningDataModule):
 
     @property
     def val_batch_size(self) -> int:
-        """Images per validation batch: twice the training batch (reference validator)."""
-        return VAL_BATCH_FACTOR * self.batch_size
+        """Images per validation batch: the task's ``validation_batch_factor`` × the training batch (reference
+        validators: twice, rotated boxes once)."""
+        return get_task(self.task).validation_batch_factor * self.batch_size
 
     def val_dataloader(self) -> DataLoader[Any]:
         """Rectangular, aspect-sorted batches of ``val_batch_size``; rank r of W takes batches r, r + W, ...

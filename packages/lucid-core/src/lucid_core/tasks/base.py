@@ -81,6 +81,9 @@ class Task:
         reference_head: the marker in a reference checkpoint's head class name (``Segment``).
         batch_norm: ``(eps, momentum)`` of every BatchNorm of this task's models (the reference's detection-model
             constants; its classification models keep PyTorch's defaults).
+        validation_batch_factor: images per in-training validation batch, as a multiple of the training batch
+            (the reference's validators: 2; its rotated-box validator: 1, read from its batch count). The
+            validation losses are per-batch means, so the batch size is part of what they measure.
     """
 
     name: str
@@ -90,6 +93,7 @@ class Task:
     target_fields: tuple[str, ...] = ()
     reference_head: str = ""
     batch_norm: tuple[float, float] = (BN_EPS, BN_MOMENTUM)
+    validation_batch_factor: int = 2
 
     # -- names and metrics -------------------------------------------------------------------------------------
     def option_names(self) -> set[str]:

@@ -62,4 +62,5 @@ OBB = OBBTask(
     iou_types=("rotated",),
     target_fields=("rboxes",),
     reference_head="OBB",
+    validation_batch_factor=1,
 )
