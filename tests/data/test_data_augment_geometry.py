@@ -199,6 +199,17 @@ def test_cut_rotated_box_is_refitted_to_the_clipped_part() -> None:
     np.testing.assert_allclose(out.boxes[0], [80, 40, 100, 60], atol=1e-4)
 
 
+def test_a_rotated_box_keeps_the_polygon_area_threshold() -> None:
+    """A 40 x 40 instance with 3 px (7.5 % of its area) left inside the canvas: kept as a rotated box (the 1 %
+    threshold of instances defined by polygons, as the reference's rotated-box training losses show), dropped as
+    an axis-aligned box (10 %)."""
+    rotated = Targets(boxes=[[97, 30, 137, 70]], labels=[0], rboxes=[[117, 50, 40, 40, 0.0]])
+    kept = warp_targets(rotated, np.eye(3), (100, 100))
+    assert len(kept) == 1
+    np.testing.assert_allclose(kept.boxes[0], [97, 30, 100, 70], atol=1e-4)
+    assert len(warp_targets(Targets(boxes=[[97, 30, 137, 70]], labels=[0]), np.eye(3), (100, 100))) == 0
+
+
 def test_keypoints_outside_are_marked_invisible_and_degenerate_instances_dropped() -> None:
     kpt = np.array([[[5, 5, 2], [150, 5, 2]], [[1, 1, 1], [2, 2, 1]]], np.float32)
     t = Targets(boxes=[[0, 0, 50, 50], [98, 0, 140, 40]], labels=[0, 1], keypoints=kpt)

@@ -17,7 +17,9 @@ Every annotation type follows the transform:
 
 Degenerate instances are dropped with the reference-style candidate filter (documented augmentation defaults):
 the clipped box must be wider and taller than 2 px, keep more than `area_thr` of its unclipped transformed area
-(0.10 for boxes, 0.01 when polygons define the instance) and have an aspect ratio below 100.
+(0.10 for boxes, 0.01 when polygons define the instance: segments, and rotated boxes, whose labelled polygon travels
+with them; measured black box for rotated boxes, docs/TRAINING.md "Rotated boxes at the canvas border") and have an
+aspect ratio below 100.
 """
 
 from __future__ import annotations
@@ -150,7 +152,7 @@ def warp_targets(
 ) -> Targets:
     """Move `targets` through the 3x3 pixel transform `matrix` onto an (h, w) canvas; clip, refit and filter.
 
-    `area_thr` defaults to 0.01 when the instances are polygons (segment) and 0.10 otherwise. Masks must have
+    `area_thr` defaults to 0.01 when the instances carry polygons (segment, obb) and 0.10 otherwise. Masks must have
     been converted to polygons before (the dataset does that); `masks` is dropped here.
     """
     h, w = int(out_hw[0]), int(out_hw[1])
@@ -212,11 +214,8 @@ def warp_targets(
         out.keypoints = kpt.astype(np.float32)
     if filter_candidates:
         if area_thr is None:
-            area_thr = (
-                AREA_THRESHOLD_SEGMENTS
-                if (out.polygons is not None and out.rboxes is None)
-                else AREA_THRESHOLD_BOXES
-            )
+            carries_polygons = out.polygons is not None or out.rboxes is not None
+            area_thr = AREA_THRESHOLD_SEGMENTS if carries_polygons else AREA_THRESHOLD_BOXES
         valid &= candidate_mask(before, after, area_thr=area_thr)
     else:
         valid &= (after[:, 2] > after[:, 0]) & (after[:, 3] > after[:, 1])
