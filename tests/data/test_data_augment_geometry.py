@@ -199,6 +199,28 @@ def test_cut_rotated_box_is_refitted_to_the_clipped_part() -> None:
     np.testing.assert_allclose(out.boxes[0], [80, 40, 100, 60], atol=1e-4)
 
 
+def test_a_cut_rotated_box_keeps_its_angle_and_shrinks_along_its_axes() -> None:
+    """A 60 x 10 box at 30 degrees whose right end is cut off by the canvas edge x = 100: the angle and the short
+    side stay, the long side runs from the kept end to the farthest point of the cut (a = 12.5 / cos 30 along the
+    box's axis), and the centre moves along that axis. A minimum-area refit of the cut shape would turn it."""
+    theta = math.pi / 6
+    t = Targets(boxes=[[60, 30, 120, 70]], labels=[0], rboxes=[[90, 50, 60, 10, theta]])
+    out = warp_targets(t, np.eye(3), (100, 100))
+    a_max = 12.5 / math.cos(theta)
+    shift = (-30 + a_max) / 2
+    expected = [90 + shift * math.cos(theta), 50 + shift * math.sin(theta), 30 + a_max, 10, theta]
+    np.testing.assert_allclose(out.rboxes[0], expected, atol=1e-3)
+    # a 40 x 30 box with only a corner wedge inside: the minimum-area refit of the wedge turns to the border
+    # (θ = π/2), the box keeps its own angle (π/6, canonical π/6 + π/2 once its sides swap)
+    wedge = np.array([[112, 50, 40, 30, theta]])
+    corners = rboxes_to_corners(wedge)[0]
+    t = Targets(boxes=[[*corners.min(0), *corners.max(0)]], labels=[0], rboxes=wedge)
+    kept = warp_targets(t, np.eye(3), (100, 100)).rboxes[0]
+    assert abs(kept[4] - (theta + math.pi / 2)) < 1e-5
+    refit = polygons_to_min_area_rboxes([clip_polygon(corners, 100, 100)])[0]
+    assert abs(refit[4] - math.pi / 2) < 1e-5
+
+
 def test_a_rotated_box_keeps_the_polygon_area_threshold() -> None:
     """A 40 x 40 instance with 3 px (7.5 % of its area) left inside the canvas: kept as a rotated box (the 1 %
     threshold of instances defined by polygons, as the reference's rotated-box training losses show), dropped as

@@ -8,11 +8,13 @@ Every annotation type follows the transform:
   polygon, so segment boxes are exact;
 - rotated boxes `(cx, cy, w, h, θ)` (corner convention of `lucid_data.targets`): their polygon — the labelled
   corners when the instance has them (DOTA / YOLO-OBB quadrilaterals), else the box's own 4 corners — is
-  transformed, clipped to the canvas *as a polygon* (not as its envelope) and refitted to the minimum-area
-  rectangle in the reference's canonical form (`w` the longer side, θ ∈ [−π/4, 3π/4);
-  `lucid_data.readers.geometry`, fixture README "obb_loss_*.pt" label convention). Where the cut is oblique the
-  refitted rectangle's corners may stick out of the canvas (the minimum-area rectangle of a corner-cut shape is
-  not contained in it); the clipped polygon itself always is;
+  transformed; its minimum-area rectangle gives the box's angle, and the polygon clipped to the canvas *as a
+  polygon* (not as its envelope) gives the box's extent along that angle's axes (`clipped_rboxes_in_frame`), in
+  the reference's canonical form (`w` the longer side, θ ∈ [−π/4, 3π/4); `lucid_data.readers.geometry`, fixture
+  README "obb_loss_*.pt" label convention). A cut box keeps its angle: the reference's training losses at lr 0
+  agree with this and not with a minimum-area refit of the cut shape, which turns toward the border
+  (docs/TRAINING.md "Rotated boxes at the canvas border"). Where the cut is oblique the box's corners may stick
+  out of the canvas; the clipped polygon itself never does;
 - keypoints: transformed; any point outside the canvas is marked invisible (v = 0, x = y = 0).
 
 Degenerate instances are dropped with the reference-style candidate filter (documented augmentation defaults):
@@ -34,6 +36,7 @@ from lucid_data.targets import Targets
 __all__ = [
     "canonical_rboxes",
     "clip_polygon",
+    "clipped_rboxes_in_frame",
     "polygons_to_min_area_rboxes",
     "rboxes_to_corners",
     "transform_points",
@@ -113,6 +116,24 @@ def polygons_to_min_area_rboxes(polygons: list[np.ndarray]) -> np.ndarray:
     if usable:
         out[usable] = min_area_rboxes([polygons[i] for i in usable])
     return out
+
+
+def clipped_rboxes_in_frame(full: np.ndarray, clipped: list[np.ndarray]) -> np.ndarray:
+    """Rotated boxes of the ``clipped`` polygons, each measured in the frame of its unclipped box ``full`` (N, 5):
+    the angle is kept and the centre and sides become the clipped polygon's extent along the box's own axes, in
+    canonical form; (N, 5) float64. An uncut polygon gives its minimum-area rectangle back (that rectangle is the
+    polygon's extent in its own frame); a polygon with fewer than 3 vertices keeps its ``full`` row."""
+    out = np.asarray(full, dtype=np.float64).copy()
+    for i, polygon in enumerate(clipped):
+        if len(polygon) < 3:
+            continue
+        theta = out[i, 4]
+        axes = np.array([[np.cos(theta), np.sin(theta)], [-np.sin(theta), np.cos(theta)]])  # rows: box x, y
+        along = np.asarray(polygon, dtype=np.float64) @ axes.T
+        low, high = along.min(0), along.max(0)
+        centre = (low + high) / 2 @ axes
+        out[i, :4] = (centre[0], centre[1], high[0] - low[0], high[1] - low[1])
+    return canonical_rboxes(out) if len(out) else out
 
 
 def _hull_boxes(points: list[np.ndarray]) -> np.ndarray:
@@ -200,7 +221,7 @@ def warp_targets(
     if out.polygons is not None:
         out.polygons = [c.astype(np.float32) for c in clipped]
     if out.rboxes is not None:
-        refit = polygons_to_min_area_rboxes(clipped)
+        refit = clipped_rboxes_in_frame(polygons_to_min_area_rboxes(shapes), clipped)
         out.rboxes = refit.astype(np.float32)
         valid &= (refit[:, 2] > 0) & (refit[:, 3] > 0)
     out.boxes = after.astype(np.float32)
