@@ -161,13 +161,7 @@ class ExportedModel(YOLOModel):
         stride = max(self._strides)
         if h % stride or w % stride:
             raise ValueError(f"{self.source}: input {h}x{w} is not a multiple of the stride {stride}")
-        if self._runs_at((h, w)):
-            outputs = self._run_batches(x.float())
-            pred = outputs[0].float().to(x.device)
-            if self.output != "dense":
-                pred = self._rows_to_dense(pred)
-            return (pred, outputs[1].float().to(x.device)) if len(outputs) > 1 else pred
-        eh, ew = self.imgsz
+        eh, ew = (h, w) if self._runs_at((h, w)) else self.imgsz  # the size the runtime is fed
         if h > eh or w > ew:
             raise ValueError(
                 f"{self.source}: input {h}x{w} is larger than the exported size {eh}x{ew}; predict with "
