@@ -55,7 +55,15 @@ from lucid_core.models import TrainOutput, YOLOModel
 from lucid_core.nn.fuse import fuse_model
 from lucid_core.postprocess import postprocess
 from lucid_core.results import Detections, Results
-from lucid_core.sources import IMAGE_SUFFIXES, Frame, FrameReader, ImageLoadError, SourceError, load_image_rgb
+from lucid_core.sources import (
+    IMAGE_SUFFIXES,
+    Frame,
+    FrameReader,
+    ImageLoadError,
+    SourceError,
+    load_image_rgb,
+    optional_cv2,
+)
 from lucid_core.tasks import get_task
 from lucid_core.tiles import MERGE_NMS_IOU, TileDetections, merge_tiles, slice_windows
 
@@ -500,9 +508,8 @@ _Pending = tuple[Frame, Tensor, LetterboxInfo, float]
 def _resize_hwc(image: np.ndarray, size_wh: tuple[int, int]) -> np.ndarray:
     """``cv2.resize(image, size_wh, INTER_LINEAR)`` of an H×W×C uint8 array: OpenCV's when installed, else
     :func:`~lucid_core.geometry.resize.resize_bilinear_uint8`, which equals it bit for bit (test_core_resize)."""
-    try:
-        import cv2  # the `video` extra; without it the torch re-implementation gives the same pixels
-    except ImportError:
+    cv2 = optional_cv2()
+    if cv2 is None:  # without the `video` extra the torch re-implementation gives the same pixels
         chw = torch.from_numpy(image).permute(2, 0, 1)
         return resize_bilinear_uint8(chw, size_wh).permute(1, 2, 0).numpy()
     resized: np.ndarray = cv2.resize(image, size_wh, interpolation=cv2.INTER_LINEAR)
@@ -512,9 +519,8 @@ def _resize_hwc(image: np.ndarray, size_wh: tuple[int, int]) -> np.ndarray:
 def _swap_red_blue(image: np.ndarray) -> np.ndarray:
     """A contiguous copy of an H×W×3 uint8 array with its first and last channels swapped (BGR <-> RGB):
     OpenCV's ``cvtColor`` when installed (a vectorised kernel), else a numpy copy of the reversed view."""
-    try:
-        import cv2  # the `video` extra
-    except ImportError:
+    cv2 = optional_cv2()
+    if cv2 is None:
         return np.ascontiguousarray(image[..., ::-1])
     swapped: np.ndarray = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
     return swapped

@@ -31,6 +31,7 @@ from lucid_core.sources.video import (
     VIDEO_SUFFIXES,
     LiveStream,
     MissingVideoExtraError,
+    optional_cv2,
     require_cv2,
     video_info,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "iter_items",
     "load_image_rgb",
     "memory_to_bgr",
+    "optional_cv2",
     "read_image_bgr",
     "read_image_file",
     "require_cv2",

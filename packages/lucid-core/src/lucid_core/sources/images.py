@@ -24,6 +24,7 @@ from torchvision.io import ImageReadMode, decode_image
 from torchvision.transforms.functional import pil_to_tensor
 
 from lucid_core.sources.errors import ImageLoadError
+from lucid_core.sources.video import optional_cv2
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -87,21 +88,12 @@ def read_image_bgr(path: str | os.PathLike[str]) -> np.ndarray:
     installed (the ``video`` extra): the pixels of :func:`read_image_file`, EXIF orientation included (a test
     holds the two equal on the shared JPEGs; a CMYK JPEG may differ by one level), without the channel-order copy.
     Other files, and every file without OpenCV or that OpenCV cannot read, go through :func:`read_image_file`."""
-    if Path(path).suffix.lower() in JPEG_SUFFIXES:
-        image = _opencv_imread(path)
+    cv2 = optional_cv2() if Path(path).suffix.lower() in JPEG_SUFFIXES else None
+    if cv2 is not None:
+        image: np.ndarray | None = cv2.imread(os.fspath(path), cv2.IMREAD_COLOR)
         if image is not None and image.ndim == 3 and image.shape[2] == 3:
             return image
     return rgb_chw_to_bgr(read_image_file(path))
-
-
-def _opencv_imread(path: str | os.PathLike[str]) -> np.ndarray | None:
-    """``cv2.imread(path, IMREAD_COLOR)``, or None without OpenCV or when it cannot read the file."""
-    try:
-        import cv2  # the `video` extra
-    except ImportError:
-        return None
-    image: np.ndarray | None = cv2.imread(os.fspath(path), cv2.IMREAD_COLOR)
-    return image
 
 
 def decode_image_bytes(data: bytes, what: str) -> Tensor:

@@ -32,6 +32,7 @@ __all__ = [
     "LiveStream",
     "MissingVideoExtraError",
     "open_capture",
+    "optional_cv2",
     "read_video",
     "require_cv2",
     "video_info",
@@ -51,14 +52,23 @@ class MissingVideoExtraError(ImportError):
     """OpenCV (the ``video`` extra) is not installed."""
 
 
-def require_cv2() -> Any:
-    """The ``cv2`` module, or :class:`MissingVideoExtraError` with one line naming the extra."""
+def optional_cv2() -> Any | None:
+    """The ``cv2`` module when OpenCV (the ``video`` extra) is installed, else None (for the paths that have a
+    fallback without it)."""
     try:
         import cv2  # the `video` extra of lucid-core (opencv-python-headless)
-    except ImportError as exc:
+    except ImportError:
+        return None
+    return cv2
+
+
+def require_cv2() -> Any:
+    """The ``cv2`` module, or :class:`MissingVideoExtraError` with one line naming the extra."""
+    cv2 = optional_cv2()
+    if cv2 is None:
         raise MissingVideoExtraError(
             'video files, streams and cameras need OpenCV: pip install "lucid-core[video]"'
-        ) from exc
+        )
     return cv2
 
 
