@@ -3,16 +3,16 @@
 yolo26n detect (80 classes, random initialisation, seed 0) is exported at ``--imgsz`` (640) with lucid-export's
 exporters, loaded back (``lucid_core.export.load_exported``; OpenVINO with ``--threads`` inference threads) and
 timed as the reference's ``export`` workload does: ``predict(model, image)`` on ``--image`` (default
-``../shared/data/images/bus.jpg``), 3 untimed calls, then the median of ``--runs`` (20), with ``--threads``
-torch threads. YOLO26 exports hold the one-to-one branch, so predict decodes with top-k. The INT8 IR is calibrated
-on ``--calibration`` (default ``../shared/data/coco8/images``: the timing does not depend on the images). Printed:
-each format's latency (``openvino-device``: the same fp32 IR at the CPU plugin's own inference precision, bf16
-on CPUs with AMX or AVX-512 BF16, as an OpenVINO user who sets nothing runs it; ``openvino`` forces f32 for PyTorch
-parity), INT8/fp32, and with ``--vs-reference`` the reference's latency for the same format
-(``run.sh export --format F --image IMG``, in the caller's environment) and ours/reference, and the 1-minute load
-average before and after (the figures are only comparable on an idle CPU; docs/EXPORT.md "Latency"). Ours runs
-with lucid-predict's OpenMP policy (:mod:`lucid_core.openmp`, set before torch loads). Targets: OpenVINO ≤ 1.0× (goal 0.8×), ONNX and
-TorchScript ≤ 0.8×, our INT8 ≤ 0.6× our OpenVINO fp32.
+``../shared/data/images/bus.jpg``), 3 untimed calls, then the median of ``--runs`` (20), with ``--threads`` torch
+threads. YOLO26 exports hold the one-to-one branch, so predict decodes with top-k. The INT8 IR is calibrated on
+``--calibration`` (default ``../shared/data/coco8/images``: the timing does not depend on the images). Printed: each
+format's latency (``openvino-device``: the same fp32 IR at the CPU plugin's own inference precision, bf16 on CPUs
+with AMX or AVX-512 BF16, as an OpenVINO user who sets nothing runs it; ``openvino`` forces f32 for PyTorch parity),
+INT8/fp32, and with ``--vs-reference`` the reference's latency for the same format (``run.sh export --format F
+--image IMG``, in the caller's environment) and ours/reference, and the 1-minute load average before and after (the
+figures are only comparable on an idle CPU; docs/EXPORT.md "Latency"). Ours runs with lucid-predict's OpenMP policy
+(:mod:`lucid_core.openmp`, set before torch loads). Targets: OpenVINO ≤ 1.0× (goal 0.8×), ONNX and TorchScript ≤
+0.8×, our INT8 ≤ 0.6× our OpenVINO fp32.
 
 Run by hand or by ``make bench``: ``uv run --no-sync python tools/bench/export.py [--threads 2] [--vs-reference]``.
 """

@@ -73,7 +73,12 @@ from lucid_core.cli_errors import UsageError, refuse_overwrite, run_cli  # noqa:
 from lucid_core.decode import DEFAULT_IOU, DEFAULT_MAX_DET, PREDICT_CONF  # noqa: E402
 from lucid_core.decode.selection import class_filter  # noqa: E402
 from lucid_core.geometry.rotated import rboxes_to_polygons  # noqa: E402
-from lucid_core.inference import ImageLoadError, check_slicing, predict_frame_pairs, prepare_inference_model  # noqa: E402
+from lucid_core.inference import (  # noqa: E402
+    ImageLoadError,
+    check_slicing,
+    predict_frame_pairs,
+    prepare_inference_model,
+)
 from lucid_core.models import YOLOModel  # noqa: E402
 from lucid_core.results import Detections, Results, mask_to_rle  # noqa: E402
 from lucid_core.sources import (  # noqa: E402

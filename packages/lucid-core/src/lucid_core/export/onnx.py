@@ -1,10 +1,11 @@
 """ONNX export of a :class:`~lucid_core.models.YOLOModel` for all tasks (graph outputs: :mod:`.graph`).
 
 Input ``images``: ``(B, 3, H, W)`` RGB in [0, 1] (float16 with ``half``); the batch dimension is dynamic when asked,
-and so are ``H`` and ``W`` with ``dynamic_hw`` (the anchor grid is then computed from the feature maps' sizes in
-the graph, and a dense output's anchor axis and ``proto``'s size follow the input), else the spatial size is fixed. Exported with the TorchScript-based
-``torch.onnx.export(..., dynamo=False)``; the metadata record (:mod:`.metadata`) goes into ``metadata_props`` when
-the ``onnx`` package is installed (the ``export`` extra), else beside the file. Written atomically.
+and so are ``H`` and ``W`` with ``dynamic_hw`` (the anchor grid is then computed from the feature maps' sizes in the
+graph, and a dense output's anchor axis and ``proto``'s size follow the input), else the spatial size is fixed.
+Exported with the TorchScript-based ``torch.onnx.export(..., dynamo=False)``; the metadata record (:mod:`.metadata`)
+goes into ``metadata_props`` when the ``onnx`` package is installed (the ``export`` extra), else beside the file.
+Written atomically.
 """
 
 from __future__ import annotations
@@ -117,10 +118,10 @@ def export_onnx(
     """Export ``model`` (left untouched) to ``path``; see :mod:`.graph` for the graph's outputs.
 
     ``imgsz``: the input size traced (int or ``(h, w)``, multiples of the largest stride), fixed unless
-    ``dynamic_hw``; the batch dimension is dynamic when ``dynamic_batch``, else ``batch``. ``fuse`` (default) exports the inference form: BatchNorm folded
-    and, for the top-k output, only the one-to-one branch. ``half`` exports float16 weights with a float16
-    ``images`` input (traced on the CPU in float16). ``metadata``: the record to store with the file. Returns the
-    written path.
+    ``dynamic_hw``; the batch dimension is dynamic when ``dynamic_batch``, else ``batch``. ``fuse`` (default)
+    exports the inference form: BatchNorm folded and, for the top-k output, only the one-to-one branch. ``half``
+    exports float16 weights with a float16 ``images`` input (traced on the CPU in float16). ``metadata``: the record
+    to store with the file. Returns the written path.
     """
     target = Path(path)
     try:

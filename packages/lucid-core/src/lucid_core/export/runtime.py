@@ -1,9 +1,10 @@
 """The runtimes that run an exported file: one runner per format, each a callable ``arrays in -> arrays out``.
 
-A runner takes one float32 ``(B, 3, H, W)`` tensor (in any layout; an optional ``memory_format`` attribute names
-the one it feeds its runtime, default contiguous NCHW) and returns the graph's outputs in order as tensors on the CPU
-(TensorRT: on its CUDA device). ``batch`` is the fixed batch of the file or None (dynamic); ``any_hw`` whether
-the file takes any input height and width (ONNX and OpenVINO exports of the dense or top-k output). The runtime packages are optional extras, imported when a runner is made; a missing one raises
+A runner takes one float32 ``(B, 3, H, W)`` tensor (in any layout; an optional ``memory_format`` attribute names the
+one it feeds its runtime, default contiguous NCHW) and returns the graph's outputs in order as tensors on the CPU
+(TensorRT: on its CUDA device). ``batch`` is the fixed batch of the file or None (dynamic); ``any_hw`` whether the
+file takes any input height and width (ONNX and OpenVINO exports of the dense or top-k output). The runtime packages
+are optional extras, imported when a runner is made; a missing one raises
 :class:`~lucid_core.errors.CheckpointError` naming the extra.
 """
 

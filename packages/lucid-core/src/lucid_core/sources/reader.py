@@ -1,13 +1,13 @@
 """``FrameReader``: the frames of any source, decoded ahead of the consumer by a background thread.
 
 A daemon thread walks the source's items (:func:`~lucid_core.sources.expand.expand_source`), decodes them
-(:func:`iter_items`) and puts the frames into a queue of at most ``depth`` frames, so decoding overlaps the
-model and memory stays bounded whatever the source's length; a source of one still image (a file, a URL or an
-in-memory image) has nothing to overlap and is decoded in the consumer's thread instead. A :class:`~lucid_core.sources.errors.SourceError`
-(a missing file, a corrupt frame, a dropped stream) travels through the queue at its place: iterating passes it
-to ``on_error`` and goes on, or without one raises it (notices aside). :meth:`FrameReader.close` (also on
-``with`` exit, on the iterator's ``close`` and when iteration ends) stops the thread and releases every open
-video or stream.
+(:func:`iter_items`) and puts the frames into a queue of at most ``depth`` frames, so decoding overlaps the model
+and memory stays bounded whatever the source's length; a source of one still image (a file, a URL or an in-memory
+image) has nothing to overlap and is decoded in the consumer's thread instead. A
+:class:`~lucid_core.sources.errors.SourceError` (a missing file, a corrupt frame, a dropped stream) travels through
+the queue at its place: iterating passes it to ``on_error`` and goes on, or without one raises it (notices aside).
+:meth:`FrameReader.close` (also on ``with`` exit, on the iterator's ``close`` and when iteration ends) stops the
+thread and releases every open video or stream.
 """
 
 from __future__ import annotations
