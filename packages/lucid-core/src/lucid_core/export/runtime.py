@@ -197,8 +197,10 @@ class OpenVINORunner:
     def __call__(self, x: Tensor) -> list[Tensor]:
         array = x.detach().cpu().contiguous().numpy().astype(np.float32, copy=False)
         compiled = self._compiled_for(tuple(array.shape))
-        result = compiled(array)
-        return [torch.from_numpy(np.array(result[out])) for out in compiled.outputs]
+        # the input is read in place (share_inputs); the outputs come back as arrays of their own (share_outputs
+        # False, the default), so they are wrapped without another copy
+        result = compiled(array, share_inputs=True)
+        return [torch.from_numpy(result[out]) for out in compiled.outputs]
 
 
 class TensorRTRunner:
