@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from lucid_core.openmp import limit_openmp_spinning
@@ -47,6 +45,7 @@ from lucid_core.sources.images import read_image_bgr  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _reference import SHARED_DIR, add_reference_flag, print_pair, run_reference  # noqa: E402
+from _timing import median_ms  # noqa: E402
 
 FORMATS = ("torchscript", "onnx", "openvino", "openvino-device", "openvino-int8")
 TARGETS = {"torchscript": 0.8, "onnx": 0.8, "openvino-device": 1.0}
@@ -58,14 +57,7 @@ REFERENCE_FORMAT = {"openvino-device": "openvino"}
 
 
 def _latency_ms(model: torch.nn.Module, image: Path, imgsz: int, runs: int) -> float:
-    for _ in range(3):
-        predict(model, str(image), imgsz=imgsz, decode="topk")
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        predict(model, str(image), imgsz=imgsz, decode="topk")
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    return median_ms(lambda: predict(model, str(image), imgsz=imgsz, decode="topk"), runs=runs)
 
 
 def _network_ms(model: ExportedModel, image: Path, imgsz: int, runs: int) -> float:
@@ -73,14 +65,7 @@ def _network_ms(model: ExportedModel, image: Path, imgsz: int, runs: int) -> flo
     padded, _ = letterbox_frame(read_image_bgr(image), imgsz, stride=int(max(model.strides)))
     x = padded.permute(2, 0, 1)[None].float().div_(255).contiguous()
     runner = model.runner
-    for _ in range(3):
-        runner(x)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        runner(x)
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    return median_ms(lambda: runner(x), runs=runs)
 
 
 def main() -> int:

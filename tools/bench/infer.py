@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -33,18 +31,12 @@ from lucid_core.models import build_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _reference import add_reference_flag, print_pair, run_reference
+from _timing import median_ms
 
 
 def median_latency_ms(model: nn.Module, x: Tensor, warmup: int, runs: int) -> float:
     with torch.inference_mode():
-        for _ in range(warmup):
-            model(x)
-        times = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            model(x)
-            times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+        return median_ms(lambda: model(x), runs=runs, warmup=warmup)
 
 
 def first_tensor(output: object) -> Tensor:
