@@ -65,6 +65,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -440,6 +441,26 @@ def format_gate_table(curve: Curve, verdicts: list[EpochVerdict], n_ref: int, n_
     return "\n".join(lines)
 
 
+#: the code a training run depends on: a cached seed trained by other sources is trained again
+TRAINING_SOURCES = (
+    "packages/lucid-core/src",
+    "packages/lucid-data/src",
+    "packages/lucid-accel/src",
+    "packages/lucid-train/src",
+)
+
+
+def sources_digest(entries: Iterable[str], root: Path = REPO_ROOT) -> str:
+    """A short hash of every ``.py`` file (relative path and bytes) under ``entries`` (folders or files of
+    ``root``)."""
+    digest = hashlib.sha256()
+    for entry in entries:
+        path = root / entry
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def _recipe_digest(recipe: TrajectoryRecipe, model_options: dict[str, Any] | None = None) -> str:
     """A short digest of the recipe's settings and model options: cached rows of another recipe are never reused."""
     text = repr((recipe, sorted((model_options or {}).items())))
@@ -454,23 +475,31 @@ def our_runs(
     model_options: dict[str, Any] | None = None,
 ) -> dict[int, list[dict[str, Any]]]:
     """Train and score ours for every seed; with ``runs_dir``, a seed's rows are kept in
-    ``runs_dir/<gate>/seed<s>.json`` (with the recipe's digest) and reused by a later call."""
+    ``runs_dir/<gate>/seed<s>.json`` with the recipe's digest and :data:`TRAINING_SOURCES`' digest, and reused by a
+    later call only when both match (rows trained by other code are trained again)."""
     runs = {}
+    code = sources_digest(TRAINING_SOURCES) if runs_dir else ""
     for seed in seeds:
         recipe = replace(gate.recipe, seed=seed)
         cached = runs_dir / gate.name / f"seed{seed}.json" if runs_dir else None
         if cached is not None and cached.is_file():
             saved = json.loads(cached.read_text(encoding="utf-8"))
             if saved.get("recipe_digest") == _recipe_digest(recipe, model_options):
-                print(f"  {gate.name} seed {seed}: rows from {cached}")
-                runs[seed] = saved["rows"]
-                continue
+                if saved.get("sources_digest") == code:
+                    print(f"  {gate.name} seed {seed}: rows from {cached}")
+                    runs[seed] = saved["rows"]
+                    continue
+                print(f"  {gate.name} seed {seed}: {cached} was trained by other sources; training again")
         start = time.perf_counter()
         rows = train_and_score(recipe, threads=threads, model_options=model_options)
         print(f"  {gate.name} seed {seed}: trained and scored in {time.perf_counter() - start:.0f} s")
         if cached is not None:
             cached.parent.mkdir(parents=True, exist_ok=True)
-            payload = {"recipe_digest": _recipe_digest(recipe, model_options), "rows": rows}
+            payload = {
+                "recipe_digest": _recipe_digest(recipe, model_options),
+                "sources_digest": code,
+                "rows": rows,
+            }
             cached.write_text(json.dumps(payload, indent=1), encoding="utf-8")
         runs[seed] = rows
     return runs

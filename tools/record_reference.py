@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import importlib.metadata
 import json
 import platform
@@ -109,14 +108,9 @@ def reference_settings(g: ct.Gate) -> dict[str, object]:
 
 def evaluator_version() -> dict[str, str]:
     """lucid-core's version and a short hash of :data:`EVALUATOR_SOURCES` (every ``.py`` file, path and bytes)."""
-    digest = hashlib.sha256()
-    for entry in EVALUATOR_SOURCES:
-        path = REPO_ROOT / entry
-        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            digest.update(file.relative_to(REPO_ROOT).as_posix().encode() + b"\0" + file.read_bytes())
     return {
         "lucid_core": importlib.metadata.version("lucid-core"),
-        "evaluator_sha256": digest.hexdigest()[:12],
+        "evaluator_sha256": ct.sources_digest(EVALUATOR_SOURCES, REPO_ROOT),
         "sources": ", ".join(EVALUATOR_SOURCES),
     }
 

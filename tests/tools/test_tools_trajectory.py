@@ -452,6 +452,40 @@ def test_gate_main_fails_a_broken_recipe(
         trajectory_tool.main(["--task", GATE.name, "--only", RATIO_RECIPES[0].name])
 
 
+def test_cached_rows_of_other_sources_are_trained_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ``--runs-dir`` seed is reused only while the training sources hash the same: rows trained by other code
+    are trained again (and the cache then holds the new rows)."""
+    monkeypatch.setattr(trajectory_tool, "FIDELITY_DIR", tmp_path)
+    _write_distribution(tmp_path, GATE, _seeds(GATE, 5))
+    trained: list[int] = []
+
+    def fake_train(r: Any, threads: Any = None, model_options: Any = None) -> list[dict[str, Any]]:
+        trained.append(r.seed)
+        return _seed_rows(GATE, [v + (r.seed - 1) * 0.01 for v in BASE])
+
+    monkeypatch.setattr(trajectory_tool, "train_and_score", fake_train)
+    runs = ["--task", GATE.name, "--seeds", "2", "--runs-dir", str(tmp_path / "runs")]
+    assert trajectory_tool.main(runs) == 0 and trained == [0, 1]
+    assert trajectory_tool.main(runs) == 0 and trained == [0, 1]  # same sources: cached rows
+    monkeypatch.setattr(trajectory_tool, "sources_digest", lambda entries, root=None: "edited-code")
+    assert trajectory_tool.main(runs) == 0 and trained == [0, 1, 0, 1]
+    assert "was trained by other sources; training again" in capsys.readouterr().out
+    assert trajectory_tool.main(runs) == 0 and trained == [0, 1, 0, 1]
+
+
+def test_sources_digest_follows_the_bytes(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    (tmp_path / "pkg" / "notes.txt").write_text("ignored")
+    first = trajectory_tool.sources_digest(["pkg"], tmp_path)
+    (tmp_path / "pkg" / "notes.txt").write_text("changed, still ignored")
+    assert trajectory_tool.sources_digest(["pkg"], tmp_path) == first
+    (tmp_path / "pkg" / "a.py").write_text("x = 2\n")
+    assert trajectory_tool.sources_digest(["pkg"], tmp_path) != first
+
+
 # ------------------------------------------------------------------------------------ the classification gate
 CLASSIFY = trajectory_tool.select_gates(["shapes_yolo26n_classify"])[0]
 
