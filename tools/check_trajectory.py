@@ -477,6 +477,8 @@ def our_runs(
     """Train and score ours for every seed; with ``runs_dir``, a seed's rows are kept in
     ``runs_dir/<gate>/seed<s>.json`` with the recipe's digest and :data:`TRAINING_SOURCES`' digest, and reused by a
     later call only when both match (rows trained by other code are trained again)."""
+    from lucid_core.atomic import atomic_write_json
+
     runs = {}
     code = sources_digest(TRAINING_SOURCES) if runs_dir else ""
     for seed in seeds:
@@ -500,7 +502,7 @@ def our_runs(
                 "sources_digest": code,
                 "rows": rows,
             }
-            cached.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+            atomic_write_json(cached, payload, indent=1)  # an interrupted run leaves no half-written seed
         runs[seed] = rows
     return runs
 
