@@ -101,6 +101,22 @@ def test_smaller_inputs_are_padded_and_keep_their_anchor_grid(tmp_path: Path) ->
         net(torch.rand(1, 3, 96, 96))
 
 
+def test_openvino_results_are_their_own_and_the_input_is_only_read(tmp_path: Path) -> None:
+    """The OpenVINO runner feeds its input in place and wraps OpenVINO's output arrays without a copy: a later call
+    must leave an earlier call's outputs as they were, and the caller's input unchanged."""
+    pytest.importorskip("openvino")
+    stem = _weights(tmp_path, "yolov8", "detect")
+    net = lucid_core.load(export(stem, format="openvino", check=False).path).model
+    a, b = torch.rand(1, 3, IMGSZ, IMGSZ), torch.rand(1, 3, IMGSZ, IMGSZ)
+    a_before = a.clone()
+    with torch.no_grad():
+        first = net(a)
+        kept = first.clone()
+        second = net(b)
+    assert torch.equal(first, kept) and not torch.equal(first, second)
+    assert torch.equal(a, a_before)
+
+
 def test_half_exports_stay_within_the_fp16_tolerance(tmp_path: Path) -> None:
     pytest.importorskip("openvino")
     stem = _weights(tmp_path, "yolov8", "detect")
