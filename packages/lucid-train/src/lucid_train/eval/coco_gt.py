@@ -52,6 +52,9 @@ COCO_KPT_SIGMAS: tuple[float, ...] = tuple(v / 10.0 for v in COCO_KEYPOINT_SIGMA
 #: 0.002; with the box area it was 0.07 higher). A COCO JSON file's own ``area`` is kept.
 KEYPOINT_BOX_AREA_FRACTION = 0.53
 
+#: The annotation (and result) key of a rotated box: its 8 corner coordinates, x1 y1 … x4 y4.
+ROTATED_KEY = "obb"
+
 
 class GroundTruthError(ValueError):
     """A ground-truth source (annotation file, label, image) is missing or malformed."""
@@ -278,8 +281,9 @@ class CocoGroundTruth:
         return any("segmentation" in a and a["segmentation"] for a in self.dataset["annotations"])
 
     def has_rotated(self) -> bool:
-        """Whether the annotations carry rotated-box corners (key ``obb``, written for targets with rboxes)."""
-        return any("obb" in a for a in self.dataset["annotations"])
+        """Whether the annotations carry rotated-box corners (:data:`ROTATED_KEY`, written for targets with
+        rboxes)."""
+        return any(ROTATED_KEY in a for a in self.dataset["annotations"])
 
     def has_keypoints(self) -> bool:
         return any("keypoints" in a for a in self.dataset["annotations"])
@@ -441,7 +445,7 @@ def _annotations_of(image: GtImage, category_ids: Sequence[int], start_id: int) 
             if "segmentation" not in ann:
                 ann["area"] = KEYPOINT_BOX_AREA_FRACTION * w * h
         if obb_corners is not None:
-            ann["obb"] = obb_corners[i].reshape(-1).tolist()
+            ann[ROTATED_KEY] = obb_corners[i].reshape(-1).tolist()
             ann["difficult"] = int(bool(difficult[i])) if difficult is not None and difficult.size == n else 0
         out.append(ann)
     return out

@@ -26,7 +26,7 @@ from faster_coco_eval.core import mask as mask_api
 
 from lucid_core.geometry.rotated import rboxes_to_polygons
 from lucid_train.eval import vectorized
-from lucid_train.eval.coco_gt import COCO_KPT_SIGMAS, CocoGroundTruth
+from lucid_train.eval.coco_gt import COCO_KPT_SIGMAS, ROTATED_KEY, CocoGroundTruth
 
 IOU_TYPES = ("bbox", "segm", "keypoints", "rotated")
 BACKENDS = ("lucid", "faster", "pycocotools")
@@ -253,7 +253,7 @@ class COCOEvaluator:
         self.kpt_max_dets = int(kpt_max_dets)
         if "rotated" in self.iou_types and not gt.has_rotated():
             raise ValueError(
-                "iou_types has 'rotated' but the ground truth has no rotated boxes (annotation 'obb')"
+                f"iou_types has 'rotated' but the ground truth has no rotated boxes (annotation {ROTATED_KEY!r})"
             )
         if "segm" in self.iou_types and not gt.has_segmentation():
             raise ValueError("iou_types has 'segm' but the ground truth has no segmentation")
@@ -380,7 +380,7 @@ class COCOEvaluator:
             elif iou_type == "rotated":
                 polys = entry.polygons.reshape(-1, 8).tolist() if entry.polygons is not None else []
                 for poly, cat, score in zip(polys, cats, scores):
-                    out.append({"image_id": image_id, "category_id": cat, "obb": poly, "score": score})
+                    out.append({"image_id": image_id, "category_id": cat, ROTATED_KEY: poly, "score": score})
             else:
                 kpts = entry.keypoints.tolist() if entry.keypoints is not None else []
                 for kp, cat, score in zip(kpts, cats, scores):

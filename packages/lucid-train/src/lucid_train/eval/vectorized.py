@@ -33,6 +33,7 @@ import torch
 from faster_coco_eval.core import mask as mask_api
 
 from lucid_core.geometry.polygon_iou import paired_intersection_area
+from lucid_train.eval.coco_gt import ROTATED_KEY
 
 AREA_RANGES_DET: tuple[tuple[str, float, float], ...] = (
     ("all", 0.0**2, 1e5**2),
@@ -124,10 +125,10 @@ def rotated_ground_truth_polygons(anns: Sequence[dict[str, Any]]) -> np.ndarray:
     """(N, 4, 2) corners from each annotation's ``obb`` list ``[x1, y1, ..., x4, y4]`` (pixels)."""
     polys = []
     for a in anns:
-        corners = a.get("obb")
+        corners = a.get(ROTATED_KEY)
         if corners is None or len(corners) != 8:
             raise ValueError(
-                f"annotation {a.get('id')}: rotated evaluation needs 'obb' = 8 corner coordinates, got {corners!r}"
+                f"annotation {a.get('id')}: rotated evaluation needs {ROTATED_KEY!r} = 8 corner coordinates, got {corners!r}"
             )
         polys.append(corners)
     return np.asarray(polys, dtype=np.float64).reshape(len(polys), 4, 2)
