@@ -39,7 +39,7 @@ from lucid_core.allocator import tune_glibc_malloc  # noqa: E402
 from lucid_core.checkpoint import save_model  # noqa: E402
 from lucid_core.export import ExportedModel, load_exported  # noqa: E402
 from lucid_core.export_cli import export  # noqa: E402
-from lucid_core.inference import letterbox_frame, predict  # noqa: E402
+from lucid_core.inference import letterbox_frame, network_input, predict  # noqa: E402
 from lucid_core.models import build_model  # noqa: E402
 from lucid_core.sources.images import read_image_bgr  # noqa: E402
 
@@ -63,7 +63,7 @@ def _latency_ms(model: torch.nn.Module, image: Path, imgsz: int, runs: int) -> f
 def _network_ms(model: ExportedModel, image: Path, imgsz: int, runs: int) -> float:
     """Median time of the runtime alone: the exported network on predict's letterboxed input of ``image``."""
     padded, _ = letterbox_frame(read_image_bgr(image), imgsz, stride=int(max(model.strides)))
-    x = padded.permute(2, 0, 1)[None].float().div_(255).contiguous()
+    x = network_input([padded], memory_format=torch.contiguous_format)  # as predict feeds an exported model
     runner = model.runner
     return median_ms(lambda: runner(x), runs=runs)
 

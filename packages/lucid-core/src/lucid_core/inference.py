@@ -83,6 +83,7 @@ __all__ = [
     "letterbox_frame",
     "list_image_files",
     "load_image_rgb",
+    "network_input",
     "parameter_signature",
     "predict",
     "predict_frame_pairs",
@@ -693,6 +694,15 @@ def predict_frame_pairs(
         yield from run(pending)
 
 
+def network_input(
+    images: Sequence[Tensor], *, device: str | torch.device = "cpu", memory_format: torch.memory_format
+) -> Tensor:
+    """The network's float input in [0, 1], ``(B, 3, H, W)`` in ``memory_format``, of letterboxed H×W×3 uint8
+    images of one size (:func:`letterbox_frame`'s output)."""
+    stacked = torch.stack(list(images)).permute(0, 3, 1, 2)  # NCHW view of NHWC memory: channels-last
+    return stacked.to(device=device, dtype=torch.float32, memory_format=memory_format).div_(255)
+
+
 def _select(output: Any, index: int) -> Any:
     """Image ``index`` of a batched model output (a tensor, or a tuple/list of them), keeping the batch axis."""
     if isinstance(output, Tensor):
@@ -718,8 +728,7 @@ def _predict_batch(
     memory_format: torch.memory_format,
 ) -> Iterator[tuple[Frame, Results]]:
     start = time.perf_counter()
-    stacked = torch.stack([padded for _, padded, _, _ in pending]).permute(0, 3, 1, 2)  # NCHW, channels-last
-    x = stacked.to(device=device, dtype=torch.float32, memory_format=memory_format).div_(255)
+    x = network_input([padded for _, padded, _, _ in pending], device=device, memory_format=memory_format)
     with torch.inference_mode():
         output = forward_for_decode(net, x, mode)
     if isinstance(output, TrainOutput):
@@ -845,8 +854,7 @@ def sliced_frame_detections(
             for x0, y0, x1, y1 in chunk
         ]
         info = prepared[0][1]  # every window of an image has the same size: one letterbox for all
-        stacked = torch.stack([padded for padded, _ in prepared]).permute(0, 3, 1, 2)
-        x = stacked.to(device=device, dtype=torch.float32, memory_format=memory_format).div_(255)
+        x = network_input([padded for padded, _ in prepared], device=device, memory_format=memory_format)
         with torch.inference_mode():
             output = forward_for_decode(net, x, mode)
         if isinstance(output, TrainOutput):
