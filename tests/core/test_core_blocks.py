@@ -120,6 +120,23 @@ def test_proto_shapes() -> None:
     assert semseg is not None and semseg.shape == (1, 3, 8, 8)
 
 
+def test_multiscale_semantic_branch_reads_the_summed_feature_before_the_fuse() -> None:
+    """The reference's semantic loss of its own checkpoint is reproduced only with this wiring (docs/TRAINING.md,
+    "Step parity"): the 3x3 fuse feeds the prototypes alone."""
+    torch.manual_seed(0)
+    head = MultiScaleProto((16, 32, 64), 16, 8, 3)
+    feats = [torch.rand(1, 16, 8, 8), torch.rand(1, 32, 4, 4), torch.rand(1, 64, 2, 2)]
+    proto, semseg = head(feats, with_semseg=True)
+    assert semseg is not None
+    torch.testing.assert_close(semseg, head.semseg(head.summed_feature(feats)))
+    with torch.no_grad():
+        head.feat_fuse.conv.weight.mul_(-3.0)  # a different fuse moves the prototypes, not the semantic map
+    proto2, semseg2 = head(feats, with_semseg=True)
+    assert not torch.allclose(proto, proto2)
+    assert semseg2 is not None
+    torch.testing.assert_close(semseg2, semseg)
+
+
 def test_fold_batchnorm_equals_conv_then_bn() -> None:
     torch.manual_seed(0)
     conv, bn = nn.Conv2d(4, 6, 3, padding=1, groups=2, bias=False), nn.BatchNorm2d(6, eps=1e-3)

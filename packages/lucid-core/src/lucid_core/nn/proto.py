@@ -3,8 +3,9 @@
 ``Proto`` (YOLOv8/YOLO11): 3x3 conv, 2x transposed-conv upsampling, 3x3 conv, 1x1 conv to ``num_masks`` maps at
 stride 4 from the stride-8 feature. ``MultiScaleProto`` (YOLO26): the stride-16/32 features are first projected to
 the stride-8 width (1x1), upsampled, summed and fused (3x3) before the same prototype stack; a training-only
-semantic-segmentation branch (two 3x3 convs + 1x1 to ``num_classes``) supervises the fused feature. The widths
-are pinned by shared/fixtures/model_params.json (``head_params`` and ``fused_end2end_params`` of ``yolo26*-seg``).
+semantic-segmentation branch (two 3x3 convs + 1x1 to ``num_classes``) reads the summed feature, before the fuse
+(the reference's training steps, black box: docs/TRAINING.md, "Step parity"). The widths are pinned by
+shared/fixtures/model_params.json (``head_params`` and ``fused_end2end_params`` of ``yolo26*-seg``).
 """
 
 from __future__ import annotations
@@ -46,14 +47,14 @@ class MultiScaleProto(nn.Module):
             Conv(base, hidden, 3), Conv(hidden, hidden, 3), nn.Conv2d(hidden, num_classes, 1)
         )
 
-    def fused_feature(self, feats: list[Tensor]) -> Tensor:
+    def summed_feature(self, feats: list[Tensor]) -> Tensor:
+        """The stride-8 feature plus the projected, nearest-upsampled coarser ones (the semantic branch's input)."""
         x = feats[0]
         for refine, feat in zip(self.feat_refine, feats[1:], strict=True):
             x = x + F.interpolate(refine(feat), size=x.shape[-2:], mode="nearest")
-        out: Tensor = self.feat_fuse(x)
-        return out
+        return x
 
     def forward(self, feats: list[Tensor], with_semseg: bool) -> tuple[Tensor, Tensor | None]:
-        x = self.fused_feature(feats)
-        proto = self.cv3(self.cv2(self.upsample(self.cv1(x))))
+        x = self.summed_feature(feats)
+        proto = self.cv3(self.cv2(self.upsample(self.cv1(self.feat_fuse(x)))))
         return proto, (self.semseg(x) if with_semseg else None)
