@@ -65,7 +65,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -729,8 +729,10 @@ def train_and_score(
     shared: Path = SHARED_DIR,
     threads: int | None = None,
     model_options: dict[str, Any] | None = None,
+    callbacks: Sequence[Any] = (),
 ) -> list[dict[str, Any]]:
     """Train the recipe; per epoch: our value of every curve and training's own validation metrics.
+    ``callbacks`` are extra Lightning callbacks (e.g. an instrument reading the optimiser or the EMA).
 
     ``model_options`` are extra ``DetectionLitModule`` arguments outside the recipe, e.g. the step paths of issue
     18 (``{"channels_last": False}``: the contiguous step the CPU default replaced; ``{"compile": True}``), to ask
@@ -775,7 +777,7 @@ def train_and_score(
             use_distributed_sampler=False,
             num_sanity_val_steps=0,
             default_root_dir=str(Path(tmp) / "run"),
-            callbacks=[EpochStateCallback(), ScoreEachEpoch()],
+            callbacks=[EpochStateCallback(), ScoreEachEpoch(), *callbacks],
         )
         trainer.fit(module, datamodule=datamodule)
     return rows

@@ -1,0 +1,131 @@
+"""tools/check_step_parity.py without the reference: its optimiser-state reading, comparison and data subset.
+
+The instrument reads the gradient of the reference's first step out of its checkpoint's optimiser state; these tests
+build such a checkpoint from a real torch optimiser over a stand-in module tree, and check that the comparison
+passes identical states and fails a perturbed one."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from torch import nn
+
+from lucid_core.interop.unpickler import StandInModule, standin_class
+
+REPO = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("check_step_parity", REPO / "tools" / "check_step_parity.py")
+assert _spec and _spec.loader
+step_parity = importlib.util.module_from_spec(_spec)
+sys.modules["check_step_parity"] = step_parity
+_spec.loader.exec_module(step_parity)
+
+
+def _standin(
+    qualified: str, module: nn.Module | None = None, children: dict[str, StandInModule] | None = None
+) -> StandInModule:
+    node = standin_class(qualified)()
+    params = dict(module.named_parameters(recurse=False)) if module is not None else {}
+    node.__dict__.update(_parameters=params, _buffers={}, _modules=children or {})
+    return node
+
+
+def _reference_like() -> tuple[nn.Module, StandInModule]:
+    """A real module ``model.0`` conv (no bias), ``model.1`` batch norm, ``model.2`` conv with bias, and the
+    stand-in tree a pickled checkpoint of it would give."""
+    conv, bn, head = nn.Conv2d(3, 4, 3, bias=False), nn.BatchNorm2d(4), nn.Conv2d(4, 2, 1)
+    real = nn.Module()
+    real.model = nn.Sequential(conv, bn, head)
+    seq = _standin(
+        "torch.nn.Sequential",
+        children={
+            "0": _standin("torch.nn.modules.conv.Conv2d", conv),
+            "1": _standin("torch.nn.modules.batchnorm.BatchNorm2d", bn),
+            "2": _standin("torch.nn.modules.conv.Conv2d", head),
+        },
+    )
+    return real, _standin("ultralytics.nn.tasks.DetectionModel", children={"model": seq})
+
+
+def test_parameter_order_groups_weights_norms_and_biases() -> None:
+    _, root = _reference_like()
+    assert step_parity.parameter_order(root) == {
+        "weight": ["model.0.weight", "model.2.weight"],
+        "bn": ["model.1.weight"],
+        "bias": ["model.1.bias", "model.2.bias"],
+    }
+
+
+@pytest.mark.parametrize(("optimizer", "factor"), [("AdamW", 0.1), ("SGD", 1.0)])
+def test_first_step_state_is_read_back_by_parameter_name(optimizer: str, factor: float) -> None:
+    real, root = _reference_like()
+    named = dict(real.named_parameters())
+    order = step_parity.parameter_order(root)
+    groups = [{"params": [named[n] for n in names], "param_group": g} for g, names in order.items()]
+    opt = torch.optim.AdamW(groups, lr=0.01) if optimizer == "AdamW" else torch.optim.SGD(groups, 0.01, 0.9)
+    torch.manual_seed(0)
+    grads = {n: torch.randn_like(p) for n, p in named.items()}
+    grads.pop("model.0.weight")  # a frozen parameter: no gradient, no optimiser state
+    for n, p in named.items():
+        p.grad = grads[n].clone() if n in grads else None
+    opt.step()
+    entry, moments = step_parity.reference_first_step({"ema": root, "optimizer": opt.state_dict()})
+    assert entry == ("exp_avg" if optimizer == "AdamW" else "momentum_buffer")
+    assert set(moments) == {n.replace("model.", "layers.", 1) for n in grads}
+    for n, g in grads.items():
+        torch.testing.assert_close(moments[n.replace("model.", "layers.", 1)], factor * g)
+
+
+def test_compare_passes_identical_states_and_fails_a_perturbed_tensor() -> None:
+    torch.manual_seed(0)
+    reference = {"a": torch.randn(8, 3), "b": torch.randn(5), "zero": torch.zeros(4)}
+    same = step_parity.compare({k: v.clone() for k, v in reference.items()}, reference)
+    assert step_parity.worst(same, step_parity.GRAD_RTOL)[2] == []
+    moved = {k: v.clone() for k, v in reference.items()}
+    moved["b"] = moved["b"] * 1.01
+    failures = step_parity.worst(step_parity.compare(moved, reference), step_parity.GRAD_RTOL)[2]
+    assert [g.name for g in failures] == ["b"]
+    noisy = {k: v.clone() for k, v in reference.items()}
+    noisy["zero"] = torch.full((4,), 1e-12)  # float noise where the reference is exactly zero
+    gaps = step_parity.compare(noisy, reference)
+    assert [g.name for g in step_parity.worst(gaps, step_parity.GRAD_RTOL)[2]] == ["zero"]
+    assert step_parity.worst(gaps, step_parity.GRAD_RTOL, atol=1e-9)[2] == []
+    not_judged = step_parity.compare(noisy, reference, judged={"a", "b"})
+    assert step_parity.worst(not_judged, step_parity.GRAD_RTOL)[2] == []
+
+
+def test_compare_names_a_missing_or_reshaped_tensor() -> None:
+    reference = {"a": torch.zeros(2, 2)}
+    with pytest.raises(KeyError, match="a"):
+        step_parity.compare({}, reference)
+    with pytest.raises(ValueError, match=r"a: ours \(4,\)"):
+        step_parity.compare({"a": torch.zeros(4)}, reference)
+
+
+def test_subset_dataset_takes_the_first_images_with_their_labels(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    for split in ("train", "val"):
+        (source / "images" / split).mkdir(parents=True)
+        (source / "labels" / split).mkdir(parents=True)
+    for i in range(3):
+        (source / "images" / "train" / f"{i}.jpg").write_bytes(b"jpeg")
+        (source / "labels" / "train" / f"{i}.txt").write_text(f"0 0.5 0.5 0.{i + 1} 0.2\n")
+    data = source / "data.yaml"
+    data.write_text(
+        yaml.safe_dump({"path": ".", "train": "images/train", "val": "images/val", "names": {0: "a"}})
+    )
+    out = step_parity.subset_dataset(data, 2, tmp_path / "subset")
+    settings = yaml.safe_load(out.read_text())
+    assert settings["path"] == str((tmp_path / "subset").resolve()) and settings["names"] == {0: "a"}
+    for split in ("train", "val"):
+        assert sorted(p.name for p in (tmp_path / "subset" / "images" / split).iterdir()) == [
+            "0.jpg",
+            "1.jpg",
+        ]
+        assert (tmp_path / "subset" / "labels" / split / "1.txt").read_text() == "0 0.5 0.5 0.2 0.2\n"
+    with pytest.raises(ValueError, match="3 images, --images asks for 5"):
+        step_parity.subset_dataset(data, 5, tmp_path / "too-many")

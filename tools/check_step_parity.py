@@ -1,0 +1,356 @@
+"""Step parity: our training steps against the reference's, exactly, where no seed noise can hide a difference.
+
+The distributional gate (``check_trajectory.py``) compares seed means, so a small training difference can hide in
+the spread. This instrument takes the noise away: from the same weights (a reference checkpoint) and one fixed,
+un-augmented batch (the first ``--images`` training images of the gate's dataset: one batch per epoch, mosaic,
+colour, affine and flips off, so every step is deterministic), it runs the reference's own ``train()``
+(``../shared/refbench/run.sh train``, black box) and ours (the real lucid-train path, the gate's recipe) for
+``--epochs`` epochs, then compares
+
+- the **first step's clipped gradient**, per parameter, through the optimiser's state after one step (the
+  reference's ``epoch0.pt`` holds it): Adam's first moment ``(1 − β1)·g`` or SGD's momentum buffer, against the
+  same entry of our optimiser;
+- the **EMA weights and buffers after every epoch** (the reference stores them in float16: ours are rounded alike).
+
+That covers the model, the objective (both branches and their epoch schedule), gradient clipping, the
+optimiser, warm-up and the lr schedule, the EMA and batch-norm statistics; augmentation and data order are left to
+the distributional gate (``tools/bench``-style lr-0 readings in docs/TRAINING.md cover augmentation).
+
+Every first-step gradient must agree within :data:`GRAD_RTOL` of its norm plus :data:`GRAD_ATOL` of the total
+norm (float32 summation noise), every EMA tensor within :data:`EMA_RTOL` (float16 storage and rounding); else the
+exit status is 1. Parameters whose reference gradient is numerically zero (norm ≤ :data:`NEGLIGIBLE` × the total:
+a bias ahead of a batch norm) are counted, not judged: Adam moves them by full steps of either sign. ``--loss box=3.75`` trains ours with a broken recipe (a failing run, to see the check bite).
+
+Usage: ``uv run --no-sync python tools/check_step_parity.py [--task shapes_yolo26n_detect] [--weights W.pt]
+[--images 16] [--epochs N]``. Needs ``../shared/refbench`` (set up by its ``setup.sh``); an image-level task is
+not supported (its dataset is a folder per class).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+import yaml
+from torch import Tensor
+
+from lucid_core.interop.reference import read_reference_checkpoint, reference_root, reference_to_lucid_key
+from lucid_core.interop.unpickler import StandInModule
+from lucid_core.tasks import get_task
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import check_trajectory as ct  # tools/ is not a package: the directory is on sys.path
+import record_reference as rr
+
+#: a reference gradient at or below this fraction of the total gradient norm is numerical zero (its EMA not judged)
+NEGLIGIBLE = 1e-8
+#: a first-step gradient agrees when ``‖ours − reference‖ ≤ GRAD_RTOL·‖reference‖ + GRAD_ATOL·‖total‖``
+GRAD_RTOL = 1e-3
+GRAD_ATOL = 1e-7
+#: largest relative difference of a judged EMA tensor (ours rounded to float16, as the reference stores it)
+EMA_RTOL = 1e-2
+#: augmentation off, in both trainers' key names (the reference's ``train()`` keys; ours ``AugmentConfig``)
+AUGMENT_OFF: dict[str, float] = {
+    "mosaic": 0.0,
+    "close_mosaic": 0,
+    "hsv_h": 0.0,
+    "hsv_s": 0.0,
+    "hsv_v": 0.0,
+    "translate": 0.0,
+    "scale": 0.0,
+    "fliplr": 0.0,
+}
+#: the optimiser state entry that holds a multiple of the first step's gradient, and that multiple's factor
+_FIRST_STEP_STATE: dict[str, str] = {"exp_avg": "Adam/AdamW: (1 - beta1) * g", "momentum_buffer": "SGD: g"}
+
+
+@dataclass(frozen=True)
+class TensorGap:
+    """One compared tensor: its name, ``‖ours − reference‖``, the reference's norm and whether it is judged."""
+
+    name: str
+    difference: float
+    reference_norm: float
+    judged: bool
+
+    @property
+    def relative(self) -> float:
+        return 0.0 if self.difference == 0.0 else self.difference / max(self.reference_norm, 1e-300)
+
+
+def compare(
+    ours: Mapping[str, Tensor], reference: Mapping[str, Tensor], judged: set[str] | None = None
+) -> list[TensorGap]:
+    """Per reference tensor (all of them must exist in ``ours`` with the same shape): the gap in float64, largest
+    relative gap first. ``judged`` (default: all) names the tensors that count for the verdict."""
+    gaps = []
+    for name, ref in reference.items():
+        if name not in ours:
+            raise KeyError(f"{name}: in the reference's state, not in ours")
+        if tuple(ours[name].shape) != tuple(ref.shape):
+            raise ValueError(f"{name}: ours {tuple(ours[name].shape)} vs reference {tuple(ref.shape)}")
+        judge = judged is None or name in judged
+        difference = float((ours[name].double() - ref.double()).norm())
+        gaps.append(TensorGap(name, difference, float(ref.double().norm()), judge))
+    return sorted(gaps, key=lambda g: (not g.judged, -g.relative))
+
+
+def worst(gaps: list[TensorGap], rtol: float, atol: float = 0.0) -> tuple[float, float, list[TensorGap]]:
+    """``(median, max)`` relative gap over the judged gaps, and the failures: ``difference > rtol·‖ref‖ + atol``."""
+    values = sorted(g.relative for g in gaps if g.judged)
+    if not values:
+        return 0.0, 0.0, []
+    failures = [g for g in gaps if g.judged and g.difference > rtol * g.reference_norm + atol]
+    return values[len(values) // 2], values[-1], failures
+
+
+def parameter_order(root: StandInModule) -> dict[str, list[str]]:
+    """The reference's optimiser groups, parameter names in its order: every module's own parameters in module
+    order, biases to ``bias``, normalisation weights to ``bn``, every other weight to ``weight`` (the grouping the
+    fixtures README's optimiser rules describe)."""
+    groups: dict[str, list[str]] = {"weight": [], "bn": [], "bias": []}
+
+    def walk(module: StandInModule, prefix: str) -> None:
+        for name, value in (module.__dict__.get("_parameters") or {}).items():
+            if value is None:
+                continue
+            if name == "bias":
+                groups["bias"].append(prefix + name)
+            elif "Norm" in module.class_name:
+                groups["bn"].append(prefix + name)
+            else:
+                groups["weight"].append(prefix + name)
+        for child_name, child in module.children().items():
+            walk(child, f"{prefix}{child_name}.")
+
+    walk(root, "")
+    return groups
+
+
+def reference_first_step(checkpoint: Mapping[str, Any]) -> tuple[str, dict[str, Tensor]]:
+    """The reference optimiser's gradient-carrying state entry after its first step, by our parameter name
+    (parameters that never received a gradient are absent)."""
+    root, _ = reference_root(checkpoint)
+    order = parameter_order(root)
+    optimizer = checkpoint["optimizer"]
+    state = optimizer["state"]
+    held = next(iter(state.values()))
+    entry = next((k for k in _FIRST_STEP_STATE if k in held), None)
+    if entry is None:
+        raise ValueError(f"optimiser state holds {sorted(held)}: expected one of {sorted(_FIRST_STEP_STATE)}")
+    moments: dict[str, Tensor] = {}
+    for group in optimizer["param_groups"]:
+        names = order[group["param_group"]]
+        if len(names) != len(group["params"]):
+            raise ValueError(
+                f"group {group['param_group']}: {len(group['params'])} indices, {len(names)} parameters"
+            )
+        for index, name in zip(group["params"], names, strict=True):
+            if index in state:  # a frozen parameter (the DFL's fixed projection) never steps: no state
+                moments[reference_to_lucid_key(name)] = state[index][entry].float()
+    return entry, moments
+
+
+def reference_ema(checkpoint: Mapping[str, Any]) -> dict[str, Tensor]:
+    """The checkpoint's EMA floating-point tensors (parameters and buffers), by our name."""
+    root, _ = reference_root(checkpoint)
+    tensors = root.state_tensors()
+    return {
+        reference_to_lucid_key(k): v.float()
+        for k, v in tensors.items()
+        if torch.is_tensor(v) and v.is_floating_point() and v.numel()
+    }
+
+
+def subset_dataset(data_yaml: Path, images: int, out: Path) -> Path:
+    """The first ``images`` training images of ``data_yaml`` (sorted names) with their label files, as both the
+    train and val split of a new dataset under ``out``; its ``data.yaml`` (absolute ``path``) is returned."""
+    settings = yaml.safe_load(data_yaml.read_text(encoding="utf-8"))
+    root = (data_yaml.parent / settings.get("path", ".")).resolve()
+    train = root / settings["train"]
+    if not train.is_dir():
+        raise FileNotFoundError(f"{data_yaml}: train split {train} is not a folder of images")
+    files = sorted(p for p in train.iterdir() if p.suffix.lower() in {".jpg", ".jpeg", ".png", ".bmp"})[
+        :images
+    ]
+    if len(files) < images:
+        raise ValueError(f"{train}: {len(files)} images, --images asks for {images}")
+    if "images" not in train.parts:
+        raise ValueError(f"{train}: no 'images' folder in the path, so no sibling 'labels' folder to read")
+    last = len(train.parts) - 1 - train.parts[::-1].index("images")
+    labels = Path(*train.parts[:last], "labels", *train.parts[last + 1 :])
+    for split in ("train", "val"):
+        (out / "images" / split).mkdir(parents=True)
+        (out / "labels" / split).mkdir(parents=True)
+        for image in files:
+            shutil.copy2(image, out / "images" / split / image.name)
+            label = labels / f"{image.stem}.txt"
+            if label.is_file():
+                shutil.copy2(label, out / "labels" / split / label.name)
+    settings.update(path=str(out.resolve()), train="images/train", val="images/val")
+    settings.pop("test", None)
+    result = out / "data.yaml"
+    result.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
+    return result
+
+
+class StepRecorder(pl.Callback):
+    """Our side of the comparison: the optimiser's state entry after the first step, the EMA after every epoch."""
+
+    def __init__(self, entry: str) -> None:
+        self.entry = entry
+        self.first_step: dict[str, Tensor] = {}
+        self.ema: list[dict[str, Tensor]] = []
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        optimizer = trainer.optimizers[0]
+        names = {id(p): n for n, p in pl_module.model.named_parameters()}
+
+        def after_step(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            if not self.first_step:
+                for group in opt.param_groups:
+                    for p in group["params"]:
+                        if self.entry in opt.state.get(p, {}):
+                            self.first_step[names[id(p)]] = opt.state[p][self.entry].detach().float().clone()
+
+        optimizer.register_step_post_hook(after_step)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        self.ema.append({k: v.detach().float().clone() for k, v in pl_module.ema_model.state_dict().items()})
+
+
+def run_reference(gate: ct.Gate, weights: Path, data: Path, epochs: int, out: Path) -> Path:
+    """The reference's ``train()`` from ``weights`` on ``data``, augmentation off; its weights folder."""
+    model = out / "start.pt"  # its trainer reads the checkpoint by its suffix
+    shutil.copy2(weights, model)
+    settings = {
+        **rr.reference_settings(gate),
+        **AUGMENT_OFF,
+        "epochs": epochs,
+        "data": str(data),
+        "seed": 0,
+        "workers": 0,
+        "val": False,
+        "name": "reference",
+    }
+    cmd = [str(rr.REFBENCH), "train", "--threads", "2", "--model", str(model), "--project", str(out)]
+    cmd += [f"{k}={v}" for k, v in settings.items()]
+    log = out / "reference.log"
+    with open(log, "w", encoding="utf-8") as stream:
+        done = subprocess.run(cmd, stdout=stream, stderr=subprocess.STDOUT, check=False)
+    if done.returncode:
+        raise RuntimeError(f"the reference's train() failed (exit {done.returncode}); its log: {log}")
+    return out / "reference" / "weights"
+
+
+def run_ours(
+    gate: ct.Gate, weights: Path, data: Path, epochs: int, entry: str, model_options: dict[str, Any]
+) -> StepRecorder:
+    """Our training of the gate's recipe from ``weights`` on ``data``, augmentation off, recorded."""
+    recipe = replace(
+        gate.recipe,
+        data=str(data),
+        epochs=epochs,
+        seed=0,
+        workers=0,
+        weights=str(weights),
+        augment={**gate.recipe.augment, **AUGMENT_OFF},
+    )
+    recorder = StepRecorder(entry)
+    ct.train_and_score(recipe, threads=2, model_options=model_options, callbacks=[recorder])
+    return recorder
+
+
+def report(title: str, gaps: list[TensorGap], rtol: float, atol: float = 0.0) -> bool:
+    """Print the judged median/max relative gap and the failures; True when there are none."""
+    median, largest, failures = worst(gaps, rtol, atol)
+    skipped = sum(not g.judged for g in gaps)
+    verdict = "ok" if not failures else f"FAIL ({len(failures)} outside)"
+    print(
+        f"{title}: {len(gaps) - skipped} judged, relative gap median {median:.2e}, max {largest:.2e}"
+        f"{f', {skipped} numerical zeros not judged' if skipped else ''} — {verdict}"
+    )
+    for g in failures[:8]:
+        print(f"    {g.relative:.3e}  {g.name}  (reference norm {g.reference_norm:.3e})")
+    return not failures
+
+
+def check(gate: ct.Gate, weights: Path, images: int, epochs: int, model_options: dict[str, Any]) -> bool:
+    """Both trainers on the same fixed batch from ``weights``; prints the comparison, True when it holds."""
+    if get_task(gate.recipe.task).image_level:
+        raise ValueError(f"{gate.name}: an image-level task's folder-per-class dataset is not supported")
+    with tempfile.TemporaryDirectory(prefix="lucid-step-parity-") as tmp:
+        work = Path(tmp)
+        source = ct._data_yaml(gate.recipe, ct.SHARED_DIR)
+        ours_data = subset_dataset(source, images, work / "ours")
+        reference_data = subset_dataset(source, images, work / "reference-data")
+        reference_dir = run_reference(gate, weights, reference_data, epochs, work)
+        first = read_reference_checkpoint(reference_dir / "epoch0.pt")
+        entry, reference_moments = reference_first_step(first)
+        recorder = run_ours(gate, weights, ours_data, epochs, entry, model_options)
+        total = float(torch.stack([m.double().norm() for m in reference_moments.values()]).norm())
+        judged = {n for n, m in reference_moments.items() if float(m.double().norm()) > NEGLIGIBLE * total}
+        print(
+            f"{gate.name}: from {weights.name}, {images} images, {epochs} epochs, one batch each, augmentation off"
+        )
+        gradients = compare(recorder.first_step, reference_moments, judged)
+        ok = report(f"first step ({_FIRST_STEP_STATE[entry]})", gradients, GRAD_RTOL, GRAD_ATOL * total)
+        for epoch in range(epochs):
+            reference = reference_ema(read_reference_checkpoint(reference_dir / f"epoch{epoch}.pt"))
+            ours = {k: v.half().float() for k, v in recorder.ema[epoch].items()}
+            ema_judged = {n for n in reference if n in judged or n not in reference_moments}  # buffers judged
+            ok &= report(f"EMA after epoch {epoch}", compare(ours, reference, ema_judged), EMA_RTOL)
+        return ok
+
+
+def default_weights(gate: ct.Gate) -> Path:
+    """A mid-run checkpoint of the gate's recorded reference seed 0, else the committed canary of the gate."""
+    recorded = rr.seed_dir(gate, 0) / "weights" / f"epoch{gate.recipe.epochs // 2}.pt"
+    if recorded.is_file():
+        return recorded
+    for name, owner in rr.CANARIES.items():
+        if owner == gate.name:
+            return rr.CANARY_DIR / name
+    raise FileNotFoundError(f"{gate.name}: no recorded reference run under {rr.REF_DIR}; pass --weights")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", default="shapes_yolo26n_detect", help="one gate of check_trajectory.GATES")
+    parser.add_argument("--weights", type=Path, help="a reference checkpoint to start from")
+    parser.add_argument("--images", type=int, default=16, help="images in the fixed batch (default 16)")
+    parser.add_argument("--epochs", type=int, help="epochs of one step each (default: the recipe's)")
+    parser.add_argument("--loss", action="append", default=[], metavar="GAIN=VALUE", help="train ours broken")
+    args = parser.parse_args(argv)
+    if not rr.REFBENCH.is_file():
+        print(f"{rr.REFBENCH} is not present: nothing to compare against", file=sys.stderr)
+        return 2
+    ct._quiet_training()
+    gate = ct.select_gates([args.task])[0]
+    if args.images != gate.recipe.batch_size:
+        gate = replace(
+            gate,
+            recipe=replace(
+                gate.recipe,
+                batch_size=args.images,
+                optimizer={**gate.recipe.optimizer, "nominal_batch": args.images},
+            ),
+        )
+    weights = args.weights or default_weights(gate)
+    options = (
+        {"loss": {k: float(v) for k, _, v in (i.partition("=") for i in args.loss)}} if args.loss else {}
+    )
+    return 0 if check(gate, weights, args.images, args.epochs or gate.recipe.epochs, options) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
