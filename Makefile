@@ -6,7 +6,7 @@ TEST_ENV = OMP_NUM_THREADS=1
 # the incumbent as a black box for `make bench`'s side-by-side pass (../shared/refbench/README.md)
 REFBENCH ?= $(or $(LUCID_SHARED_DIR),../shared)/refbench
 
-.PHONY: setup test test-all lint typecheck guard fixtures goldens gate fit bench docs notebooks
+.PHONY: setup test test-all lint typecheck guard fixtures goldens parity gate fit bench docs notebooks
 
 setup:
 	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -44,6 +44,13 @@ fixtures: setup
 goldens: setup
 	$(TEST_ENV) $(UV) run --locked python tools/check_goldens.py
 	$(TEST_ENV) $(UV) run --locked python tools/check_trajectory.py --task all --seeds 3
+
+# parity = every gate's training steps against the reference's own on a fixed un-augmented batch (about 20 minutes
+# on 2 cores; needs the refbench venv: docs/TRAINING.md, "Step parity")
+parity: setup
+	@if [ -x $(REFBENCH)/run.sh ]; then \
+		$(UV) run --locked python tools/check_step_parity.py --task all; \
+	else echo "parity: $(REFBENCH) not found: skipped"; fi
 
 gate: lint typecheck test guard fixtures goldens docs
 

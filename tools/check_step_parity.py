@@ -21,9 +21,9 @@ norm (float32 summation noise), every EMA tensor within :data:`EMA_RTOL` (float1
 exit status is 1. Parameters whose reference gradient is numerically zero (norm ≤ :data:`NEGLIGIBLE` × the total:
 a bias ahead of a batch norm) are counted, not judged: Adam moves them by full steps of either sign. ``--loss box=3.75`` trains ours with a broken recipe (a failing run, to see the check bite).
 
-Usage: ``uv run --no-sync python tools/check_step_parity.py [--task shapes_yolo26n_detect] [--weights W.pt]
-[--images 16] [--epochs N]``. Needs ``../shared/refbench`` (set up by its ``setup.sh``); an image-level task is
-not supported (its dataset is a folder per class).
+Usage: ``uv run --no-sync python tools/check_step_parity.py [--task all|GATE|TASK] [--weights W.pt] [--images 16]
+[--epochs N]`` (``make parity``: every gate, about 4 minutes each on 2 cores). Needs ``../shared/refbench`` (set
+up by its ``setup.sh``); an image-level task is not supported (its dataset is a folder per class).
 """
 
 from __future__ import annotations
@@ -323,33 +323,47 @@ def default_weights(gate: ct.Gate) -> Path:
     raise FileNotFoundError(f"{gate.name}: no recorded reference run under {rr.REF_DIR}; pass --weights")
 
 
+def with_batch(gate: ct.Gate, images: int) -> ct.Gate:
+    """``gate`` with a batch (and nominal batch) of ``images``: the fixed batch is the whole subset."""
+    if images == gate.recipe.batch_size:
+        return gate
+    optimizer = {**gate.recipe.optimizer, "nominal_batch": images}
+    return replace(gate, recipe=replace(gate.recipe, batch_size=images, optimizer=optimizer))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", default="shapes_yolo26n_detect", help="one gate of check_trajectory.GATES")
-    parser.add_argument("--weights", type=Path, help="a reference checkpoint to start from")
+    parser.add_argument(
+        "--task", default="all", help="a gate of check_trajectory.GATES, a task, or all (default)"
+    )
+    parser.add_argument("--weights", type=Path, help="a reference checkpoint to start from (one gate only)")
     parser.add_argument("--images", type=int, default=16, help="images in the fixed batch (default 16)")
     parser.add_argument("--epochs", type=int, help="epochs of one step each (default: the recipe's)")
     parser.add_argument("--loss", action="append", default=[], metavar="GAIN=VALUE", help="train ours broken")
     args = parser.parse_args(argv)
+    gates = [g for g in ct.select_gates([args.task]) if not get_task(g.recipe.task).image_level]
+    if not gates:
+        parser.error(f"--task {args.task}: no gate with a box-level task (classification is not supported)")
+    if args.weights and len(gates) > 1:
+        parser.error(f"--weights needs one gate; --task {args.task} selects {len(gates)}")
     if not rr.REFBENCH.is_file():
         print(f"{rr.REFBENCH} is not present: nothing to compare against", file=sys.stderr)
         return 2
     ct._quiet_training()
-    gate = ct.select_gates([args.task])[0]
-    if args.images != gate.recipe.batch_size:
-        gate = replace(
-            gate,
-            recipe=replace(
-                gate.recipe,
-                batch_size=args.images,
-                optimizer={**gate.recipe.optimizer, "nominal_batch": args.images},
-            ),
-        )
-    weights = args.weights or default_weights(gate)
     options = (
         {"loss": {k: float(v) for k, _, v in (i.partition("=") for i in args.loss)}} if args.loss else {}
     )
-    return 0 if check(gate, weights, args.images, args.epochs or gate.recipe.epochs, options) else 1
+    failed = []
+    for gate in gates:
+        gate = with_batch(gate, args.images)
+        weights = args.weights or default_weights(gate)
+        if not check(gate, weights, args.images, args.epochs or gate.recipe.epochs, options):
+            failed.append(gate.name)
+    print(
+        f"step parity: {len(gates) - len(failed)} of {len(gates)} gates hold"
+        + (f"; failed: {failed}" if failed else "")
+    )
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

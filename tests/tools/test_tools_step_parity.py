@@ -129,3 +129,14 @@ def test_subset_dataset_takes_the_first_images_with_their_labels(tmp_path: Path)
         assert (tmp_path / "subset" / "labels" / split / "1.txt").read_text() == "0 0.5 0.5 0.2 0.2\n"
     with pytest.raises(ValueError, match="3 images, --images asks for 5"):
         step_parity.subset_dataset(data, 5, tmp_path / "too-many")
+
+
+def test_command_refuses_classification_and_weights_for_several_gates(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        step_parity.main(["--task", "classify"])
+    assert "classification is not supported" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        step_parity.main(["--task", "all", "--weights", "w.pt"])
+    assert "--weights needs one gate" in capsys.readouterr().err
