@@ -7,21 +7,16 @@ figure holds as is, and a patched NMS IoU threshold moves it past the tolerance.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("record_reference", REPO / "tools" / "record_reference.py")
-assert _spec and _spec.loader
-record_reference = importlib.util.module_from_spec(_spec)
-sys.modules["record_reference"] = record_reference
-_spec.loader.exec_module(record_reference)
-compare_val_losses = sys.modules["compare_val_losses"]  # imported by record_reference (tools/ on sys.path)
+from tool_testing import load_tool
+
+record_reference = load_tool("record_reference")
+compare_val_losses = load_tool("compare_val_losses")  # the instance record_reference imported
 
 CANARIES = json.loads(record_reference.CANARY_FILE.read_text(encoding="utf-8"))["canaries"]
 

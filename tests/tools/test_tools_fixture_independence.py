@@ -4,20 +4,13 @@ the rewritten fixture files (synthetic fixture trees, no ../shared needed)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "check_fixture_independence", REPO / "tools" / "check_fixture_independence.py"
-)
-assert _spec and _spec.loader
-tool = importlib.util.module_from_spec(_spec)
-sys.modules["check_fixture_independence"] = tool
-_spec.loader.exec_module(tool)
+from tool_testing import load_tool
+
+tool = load_tool("check_fixture_independence")
 
 
 def _segment_like() -> dict:

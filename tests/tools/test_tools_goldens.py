@@ -3,19 +3,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("check_goldens", REPO / "tools" / "check_goldens.py")
-assert _spec and _spec.loader
-goldens = importlib.util.module_from_spec(_spec)
-sys.modules["check_goldens"] = goldens
-_spec.loader.exec_module(goldens)
+from tool_testing import load_tool
+
+goldens = load_tool("check_goldens")
 
 
 def test_stored_cases_parse_with_a_band_and_a_fixed_step_count() -> None:

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import textwrap
 from pathlib import Path
 
+from tool_testing import load_tool
+
 REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("release_guard", REPO / "tools" / "release_guard.py")
-assert _spec and _spec.loader
-rg = importlib.util.module_from_spec(_spec)
-sys.modules["release_guard"] = rg
-_spec.loader.exec_module(rg)
+rg = load_tool("release_guard")
 
 MAPPING = {
     "torch": ["torch"],

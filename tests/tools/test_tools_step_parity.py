@@ -6,8 +6,6 @@ passes identical states and fails a perturbed one."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,13 +14,9 @@ import yaml
 from torch import nn
 
 from lucid_core.interop.unpickler import StandInModule, standin_class
+from tool_testing import load_tool
 
-REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("check_step_parity", REPO / "tools" / "check_step_parity.py")
-assert _spec and _spec.loader
-step_parity = importlib.util.module_from_spec(_spec)
-sys.modules["check_step_parity"] = step_parity
-_spec.loader.exec_module(step_parity)
+step_parity = load_tool("check_step_parity")
 
 
 def _standin(

@@ -4,10 +4,8 @@ file), and (slow) the real level-4 gate: train the recipe and compare every epoc
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +13,10 @@ import cv2
 import pytest
 import yaml
 
+from tool_testing import load_tool
+
 REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("check_trajectory", REPO / "tools" / "check_trajectory.py")
-assert _spec and _spec.loader
-trajectory_tool = importlib.util.module_from_spec(_spec)
-sys.modules["check_trajectory"] = trajectory_tool
-_spec.loader.exec_module(trajectory_tool)
+trajectory_tool = load_tool("check_trajectory")
 
 
 def _rows(

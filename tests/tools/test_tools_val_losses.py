@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tools"))
-_spec = importlib.util.spec_from_file_location("compare_val_losses", REPO / "tools" / "compare_val_losses.py")
-assert _spec and _spec.loader
-compare_val_losses = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("compare_val_losses", compare_val_losses)
-_spec.loader.exec_module(compare_val_losses)
+from tool_testing import load_tool
+
+compare_val_losses = load_tool("compare_val_losses")
 
 
 def test_reads_the_val_columns_of_an_epoch_row(tmp_path: Path) -> None:
