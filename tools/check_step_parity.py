@@ -346,18 +346,25 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--task {args.task}: no gate with a box-level task (classification is not supported)")
     if args.weights and len(gates) > 1:
         parser.error(f"--weights needs one gate; --task {args.task} selects {len(gates)}")
+    if args.weights and not args.weights.is_file():
+        parser.error(f"--weights {args.weights}: no such file")
+    if args.images < 1:
+        parser.error(f"--images {args.images}: at least 1")
     if not rr.REFBENCH.is_file():
         print(f"{rr.REFBENCH} is not present: nothing to compare against", file=sys.stderr)
         return 2
     ct._quiet_training()
-    options = (
-        {"loss": {k: float(v) for k, _, v in (i.partition("=") for i in args.loss)}} if args.loss else {}
-    )
+    options = ct.loss_options(args.loss)
     failed = []
     for gate in gates:
         gate = with_batch(gate, args.images)
-        weights = args.weights or default_weights(gate)
-        if not check(gate, weights, args.images, args.epochs or gate.recipe.epochs, options):
+        try:
+            weights = args.weights or default_weights(gate)
+            held = check(gate, weights, args.images, args.epochs or gate.recipe.epochs, options)
+        except (FileNotFoundError, ValueError) as exc:  # no recorded run, too few images: the user's to fix
+            print(f"step parity: {exc}", file=sys.stderr)
+            return 2
+        if not held:
             failed.append(gate.name)
     print(
         f"step parity: {len(gates) - len(failed)} of {len(gates)} gates hold"

@@ -910,12 +910,17 @@ def format_seed_summary(
     return "\n".join(lines)
 
 
+def loss_options(items: list[str]) -> dict[str, Any]:
+    """``DetectionLitModule`` arguments of ``--loss GAIN=VALUE`` items (a deliberately broken recipe); ``{}`` for
+    none."""
+    return {"loss": {k: float(v) for k, _, v in (item.partition("=") for item in items)}} if items else {}
+
+
 def _model_options(args: argparse.Namespace) -> dict[str, Any]:
     """``DetectionLitModule`` arguments outside the recipe: step paths, and ``--loss`` gains (a broken recipe)."""
     options: dict[str, Any] = {} if args.channels_last is None else {"channels_last": args.channels_last}
     options.update({"compile": True} if args.compile else {})
-    if args.loss:
-        options["loss"] = {k: float(v) for k, _, v in (item.partition("=") for item in args.loss)}
+    options.update(loss_options(args.loss))
     return options
 
 

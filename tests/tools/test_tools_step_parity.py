@@ -134,3 +134,9 @@ def test_command_refuses_classification_and_weights_for_several_gates(
     with pytest.raises(SystemExit):
         step_parity.main(["--task", "all", "--weights", "w.pt"])
     assert "--weights needs one gate" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        step_parity.main(["--task", "shapes_yolo26n_detect", "--weights", "missing.pt"])
+    assert "--weights missing.pt: no such file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        step_parity.main(["--task", "shapes_yolo26n_detect", "--images", "0"])
+    assert "--images 0: at least 1" in capsys.readouterr().err
