@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,10 +19,12 @@ from lucid_data.augment.geometry import (
     clip_polygon,
     polygons_to_min_area_rboxes,
     rboxes_to_corners,
+    translation,
     warp_targets,
 )
 from lucid_data.augment.mosaic import mosaic4
-from lucid_data.targets import Targets
+from lucid_data.collate import collate
+from lucid_data.targets import Targets, centre_form
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -152,6 +155,40 @@ def test_flip_twice_is_identity_including_keypoint_order(seed: int, n: int, k: i
     v_img, v = flip_vertical(*flip_vertical(image, t))
     np.testing.assert_array_equal(v_img, image)
     np.testing.assert_allclose(v.keypoints, t.keypoints, atol=1e-4)
+
+
+def test_a_flip_mirrors_the_centre_form_in_float32_and_the_batch_is_made_from_it() -> None:
+    width = 96
+    t = Targets(boxes=[[93.37, 10.0, 96.0, 20.0], [0.0, 3.1, 7.3, 9.9]], labels=[0, 1])
+    before = centre_form(t.boxes)
+    image = np.zeros((40, width, 3), np.uint8)
+    _, out = flip_horizontal(image, t)
+    np.testing.assert_array_equal(
+        out.boxes[:, [0, 2]], np.float32(width) - t.boxes[:, [2, 0]]
+    )  # exact mirror
+    expected = before.copy()
+    expected[:, 0] = np.float32(width) - before[:, 0]
+    assert out.box_centres is not None
+    np.testing.assert_array_equal(out.box_centres, expected)  # not the centre form of the mirrored corners
+    batch = collate([{"image": torch.zeros((3, 40, width), dtype=torch.uint8), "targets": out, "meta": {}}])
+    scale = np.array([width, 40, width, 40], np.float32)
+    np.testing.assert_array_equal(batch["bboxes"].numpy(), expected / scale)
+    _, v = flip_vertical(np.zeros((40, width, 3), np.uint8), out)
+    assert v.box_centres is not None
+    np.testing.assert_array_equal(v.box_centres[:, 1], np.float32(40) - expected[:, 1])
+    np.testing.assert_array_equal(v.box_centres[:, 0], expected[:, 0])  # the earlier mirror is kept
+
+
+def test_box_centres_follow_select_and_copy_and_are_reset_by_a_warp() -> None:
+    t = Targets(
+        boxes=[[1, 2, 5, 6], [10, 10, 20, 30]], labels=[0, 1], box_centres=[[3, 4, 4, 4], [15, 20, 10, 20]]
+    )
+    np.testing.assert_array_equal(t.select([1]).centres(), [[15, 20, 10, 20]])
+    copied = t.copy()
+    assert copied.box_centres is not None and copied.box_centres is not t.box_centres
+    assert warp_targets(t, translation(1.0, 0.0), (40, 40)).box_centres is None
+    with pytest.raises(ValueError, match="box_centres has 1 rows"):
+        Targets(boxes=[[1, 2, 5, 6], [10, 10, 20, 30]], labels=[0, 1], box_centres=[[3, 4, 4, 4]])
 
 
 def test_horizontal_flip_swaps_keypoints_by_flip_idx() -> None:

@@ -41,11 +41,7 @@ def collate(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
         n = len(t)
         batch_idx.append(np.full(n, i, dtype=np.float32))
         cls.append(t.labels.astype(np.float32).reshape(-1, 1))
-        b = t.boxes.astype(np.float32)
-        cxcywh = np.stack(
-            ((b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2, b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]), -1
-        )
-        bboxes.append(cxcywh.reshape(-1, 4) / norm)
+        bboxes.append(t.centres().reshape(-1, 4) / norm)
     batch: dict[str, Any] = {
         "images": images,
         "batch_idx": torch.from_numpy(np.concatenate(batch_idx)),

@@ -15,7 +15,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Targets"]
+__all__ = ["Targets", "centre_form"]
+
+
+def centre_form(boxes: np.ndarray) -> np.ndarray:
+    """(N, 4) xyxy → (N, 4) float32 cx, cy, w, h, in float32 arithmetic (the batch layout's rounding)."""
+    b = np.asarray(boxes, dtype=np.float32).reshape(-1, 4)
+    out: np.ndarray = np.stack(
+        ((b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2, b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]), -1
+    ).astype(np.float32)
+    return out
 
 
 def _empty_flags() -> np.ndarray:
@@ -35,6 +44,9 @@ class Targets:
     - iscrowd, difficult: (N,) bool (all False when not given).
     - image_id: dataset image id (COCO int id, or the file stem for YOLO/DOTA).
     - orig_size: (h, w) of the image these pixels refer to when read from disk.
+    - box_centres: (N, 4) float32 (cx, cy, w, h pixels) or None: the same boxes in centre form where the last
+      operation defined them there (a flip mirrors the centre); the batch's ``bboxes`` are made from it, else
+      from ``boxes``. Anything that moves ``boxes`` resets it to None.
     """
 
     boxes: np.ndarray
@@ -47,6 +59,7 @@ class Targets:
     difficult: np.ndarray = field(default_factory=_empty_flags)
     image_id: int | str = 0
     orig_size: tuple[int, int] = (0, 0)
+    box_centres: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.boxes = np.asarray(self.boxes, dtype=np.float32).reshape(-1, 4)
@@ -70,6 +83,10 @@ class Targets:
             self.rboxes = np.asarray(self.rboxes, dtype=np.float32).reshape(-1, 5)
             if self.rboxes.shape[0] != n:
                 raise ValueError(f"Targets: rboxes has {self.rboxes.shape[0]} rows, boxes has {n}")
+        if self.box_centres is not None:
+            self.box_centres = np.asarray(self.box_centres, dtype=np.float32).reshape(-1, 4)
+            if self.box_centres.shape[0] != n:
+                raise ValueError(f"Targets: box_centres has {self.box_centres.shape[0]} rows, boxes has {n}")
         self.iscrowd = self._flags(self.iscrowd, n, "iscrowd")
         self.difficult = self._flags(self.difficult, n, "difficult")
         self.orig_size = (int(self.orig_size[0]), int(self.orig_size[1]))
@@ -85,6 +102,13 @@ class Targets:
 
     def __len__(self) -> int:
         return int(self.boxes.shape[0])
+
+    def centres(self) -> np.ndarray:
+        """(N, 4) float32 cx, cy, w, h pixels: ``box_centres`` when set, else computed from ``boxes`` in float32
+        (centre = (x1 + x2) / 2, size = x2 − x1)."""
+        if self.box_centres is not None:
+            return self.box_centres
+        return centre_form(self.boxes)
 
     @classmethod
     def empty(
@@ -128,6 +152,7 @@ class Targets:
             masks=self.masks[idx] if self.masks is not None else None,
             keypoints=self.keypoints[idx] if self.keypoints is not None else None,
             rboxes=self.rboxes[idx] if self.rboxes is not None else None,
+            box_centres=self.box_centres[idx] if self.box_centres is not None else None,
             iscrowd=self.iscrowd[idx],
             difficult=self.difficult[idx],
         )
@@ -142,6 +167,7 @@ class Targets:
             masks=self.masks.copy() if self.masks is not None else None,
             keypoints=self.keypoints.copy() if self.keypoints is not None else None,
             rboxes=self.rboxes.copy() if self.rboxes is not None else None,
+            box_centres=self.box_centres.copy() if self.box_centres is not None else None,
             iscrowd=self.iscrowd.copy(),
             difficult=self.difficult.copy(),
         )

@@ -2,8 +2,10 @@
 
 A horizontal flip maps x → W − x for boxes (x1, x2 swapped), polygons and keypoints, and reorders keypoints with
 `flip_idx` (left ↔ right, data YAML of pose datasets); a rotated box keeps its centre mirrored and its direction
-θ → π − θ, then returns to the canonical form (w ≥ h, θ ∈ [−π/4, 3π/4)). A vertical flip is the same on y without keypoint
-reordering. Both are involutions: flipping twice gives back the input exactly (up to float rounding).
+θ → π − θ, then returns to the canonical form (w ≥ h, θ ∈ [−π/4, 3π/4)). The boxes' centre form is mirrored as
+well (cx → W − cx in float32, `Targets.box_centres`, which the batch is made from), as the reference does: its
+rounding decides whether a box on the border starts at 0 or a hair inside (docs/TRAINING.md "Flipped boxes").
+A vertical flip is the same on y without keypoint reordering. Both are involutions up to float rounding.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ def _flip(
     boxes = out.boxes.copy()
     boxes[:, lo], boxes[:, hi] = size - out.boxes[:, hi], size - out.boxes[:, lo]
     out.boxes = boxes
+    centres = targets.centres().copy()  # the centre is mirrored, in float32: the reference's rounding
+    centres[:, axis] = np.float32(size) - centres[:, axis]
+    out.box_centres = centres
     if out.polygons is not None:
         for p in out.polygons:
             p[:, axis] = size - p[:, axis]

@@ -180,6 +180,7 @@ def warp_targets(
     n = len(targets)
     out = targets.copy()
     out.masks = None
+    out.box_centres = None  # the boxes are recomputed below
     if n == 0:
         return out
     mat = np.asarray(matrix, dtype=np.float64)
