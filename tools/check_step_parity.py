@@ -13,8 +13,11 @@ colour, affine and flips off, so every step is deterministic), it runs the refer
 - the **EMA weights and buffers after every epoch** (the reference stores them in float16: ours are rounded alike).
 
 That covers the model, the objective (both branches and their epoch schedule), gradient clipping, the
-optimiser, warm-up and the lr schedule, the EMA and batch-norm statistics; augmentation and data order are left to
-the distributional gate (``tools/bench``-style lr-0 readings in docs/TRAINING.md cover augmentation).
+optimiser, warm-up and the lr schedule, the EMA and batch-norm statistics; random augmentation and data order are
+left to the distributional gate (lr-0 readings in docs/TRAINING.md). The deterministic augmentations are in reach:
+``--flip`` flips every image (``fliplr=1`` on both sides), and ``--border`` first moves every instance of the fixed
+batch 60-90 % across one of the four borders, its label cut at the image (detect and segment labels), so that
+the border arithmetic of boxes and masks counts.
 
 Every first-step gradient must agree within :data:`GRAD_RTOL` of its norm plus :data:`GRAD_ATOL` of the total
 norm (float32 summation noise), every EMA tensor within :data:`EMA_RTOL` (float16 storage and rounding); else the
@@ -22,7 +25,7 @@ exit status is 1. Parameters whose reference gradient is numerically zero (norm 
 a bias ahead of a batch norm) are counted, not judged: Adam moves them by full steps of either sign. ``--loss box=3.75`` trains ours with a broken recipe (a failing run, to see the check bite).
 
 Usage: ``uv run --no-sync python tools/check_step_parity.py [--task all|GATE|TASK] [--weights W.pt] [--images 16]
-[--epochs N]`` (``make parity``: every gate, about 4 minutes each on 2 cores). Needs ``../shared/refbench`` (set
+[--epochs N] [--flip] [--border]`` (``make parity``: every gate, about 4 minutes each on 2 cores). Needs ``../shared/refbench`` (set
 up by its ``setup.sh``); an image-level task is not supported (its dataset is a folder per class).
 """
 
@@ -39,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+import numpy as np
 import torch
 import yaml
 from torch import Tensor
@@ -46,6 +50,7 @@ from torch import Tensor
 from lucid_core.interop.reference import read_reference_checkpoint, reference_root, reference_to_lucid_key
 from lucid_core.interop.unpickler import StandInModule
 from lucid_core.tasks import get_task
+from lucid_data.augment.geometry import clip_polygon
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import check_trajectory as ct  # tools/ is not a package: the directory is on sys.path
@@ -171,9 +176,49 @@ def reference_ema(checkpoint: Mapping[str, Any]) -> dict[str, Tensor]:
     }
 
 
-def subset_dataset(data_yaml: Path, images: int, out: Path) -> Path:
+#: the part of an instance ``--border`` moves outside the image, in turn (of its extent across that border)
+BORDER_FRACTIONS = (0.6, 0.7, 0.85, 0.9)
+
+
+def across_border(line: str, k: int, task: str) -> str | None:
+    """A YOLO label line (normalised) with its instance moved across border ``k % 4`` (left, right, top, bottom)
+    by ``BORDER_FRACTIONS[k % 4]`` of its extent and cut at the image: a polygon (segment) is clipped, a box
+    (detect) is cut to its part inside. None when nothing of it is left."""
+    values = line.split()
+    if task not in ("detect", "segment"):
+        raise ValueError(f"--border moves detect and segment labels, not {task!r} ones")
+    cls, numbers = values[0], [float(v) for v in values[1:]]
+    if task == "detect":
+        cx, cy, w, h = numbers[:4]
+        x1, y1, x2, y2 = cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2
+        points = [(x1, y1), (x2, y1), (x2, y2), (x1, y2)]
+    else:
+        points = list(zip(numbers[0::2], numbers[1::2]))
+    pts = np.asarray(points, dtype=np.float64)
+    low, high = pts.min(0), pts.max(0)
+    side, fraction = k % 4, BORDER_FRACTIONS[k % 4]
+    axis = 0 if side < 2 else 1
+    extent = high[axis] - low[axis]
+    pts[:, axis] += (
+        -(low[axis] + fraction * extent) if side % 2 == 0 else (1 - high[axis]) + fraction * extent
+    )
+    cut = clip_polygon(pts, 1.0, 1.0)
+    if len(cut) < 3:
+        return None
+    if task == "detect":
+        (x1, y1), (x2, y2) = cut.min(0), cut.max(0)
+        if x2 - x1 <= 0 or y2 - y1 <= 0:
+            return None
+        fields = [(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1]
+    else:
+        fields = cut.reshape(-1).tolist()
+    return " ".join([cls, *(f"{v:.6f}" for v in fields)])
+
+
+def subset_dataset(data_yaml: Path, images: int, out: Path, border_task: str | None = None) -> Path:
     """The first ``images`` training images of ``data_yaml`` (sorted names) with their label files, as both the
-    train and val split of a new dataset under ``out``; its ``data.yaml`` (absolute ``path``) is returned."""
+    train and val split of a new dataset under ``out``; its ``data.yaml`` (absolute ``path``) is returned.
+    ``border_task``: move every instance across a border (:func:`across_border`, borders in turn)."""
     settings = yaml.safe_load(data_yaml.read_text(encoding="utf-8"))
     root = (data_yaml.parent / settings.get("path", ".")).resolve()
     train = root / settings["train"]
@@ -188,14 +233,26 @@ def subset_dataset(data_yaml: Path, images: int, out: Path) -> Path:
         raise ValueError(f"{train}: no 'images' folder in the path, so no sibling 'labels' folder to read")
     last = len(train.parts) - 1 - train.parts[::-1].index("images")
     labels = Path(*train.parts[:last], "labels", *train.parts[last + 1 :])
+    texts: dict[str, str] = {}
+    turn = 0  # the borders are taken in turn over all instances of the subset
+    for image in files:
+        label = labels / f"{image.stem}.txt"
+        if not label.is_file():
+            continue
+        text = label.read_text(encoding="utf-8")
+        if border_task is not None:
+            lines = [ln for ln in text.splitlines() if ln.strip()]
+            moved = [across_border(ln, turn + i, border_task) for i, ln in enumerate(lines)]
+            turn += len(lines)
+            text = "".join(f"{ln}\n" for ln in moved if ln is not None)
+        texts[label.name] = text
     for split in ("train", "val"):
         (out / "images" / split).mkdir(parents=True)
         (out / "labels" / split).mkdir(parents=True)
         for image in files:
             shutil.copy2(image, out / "images" / split / image.name)
-            label = labels / f"{image.stem}.txt"
-            if label.is_file():
-                shutil.copy2(label, out / "labels" / split / label.name)
+        for name, text in texts.items():
+            (out / "labels" / split / name).write_text(text, encoding="utf-8")
     settings.update(path=str(out.resolve()), train="images/train", val="images/val")
     settings.pop("test", None)
     result = out / "data.yaml"
@@ -228,13 +285,16 @@ class StepRecorder(pl.Callback):
         self.ema.append({k: v.detach().float().clone() for k, v in pl_module.ema_model.state_dict().items()})
 
 
-def run_reference(gate: ct.Gate, weights: Path, data: Path, epochs: int, out: Path) -> Path:
-    """The reference's ``train()`` from ``weights`` on ``data``, augmentation off; its weights folder."""
+def run_reference(
+    gate: ct.Gate, weights: Path, data: Path, epochs: int, out: Path, augment: Mapping[str, float]
+) -> Path:
+    """The reference's ``train()`` from ``weights`` on ``data`` with the deterministic ``augment``; its weights
+    folder."""
     model = out / "start.pt"  # its trainer reads the checkpoint by its suffix
     shutil.copy2(weights, model)
     settings = {
         **rr.reference_settings(gate),
-        **AUGMENT_OFF,
+        **augment,
         "epochs": epochs,
         "data": str(data),
         "seed": 0,
@@ -253,9 +313,16 @@ def run_reference(gate: ct.Gate, weights: Path, data: Path, epochs: int, out: Pa
 
 
 def run_ours(
-    gate: ct.Gate, weights: Path, data: Path, epochs: int, entry: str, model_options: dict[str, Any]
+    gate: ct.Gate,
+    weights: Path,
+    data: Path,
+    epochs: int,
+    entry: str,
+    model_options: dict[str, Any],
+    augment: Mapping[str, float],
 ) -> StepRecorder:
-    """Our training of the gate's recipe from ``weights`` on ``data``, augmentation off, recorded."""
+    """Our training of the gate's recipe from ``weights`` on ``data`` with the deterministic ``augment``,
+    recorded."""
     recipe = replace(
         gate.recipe,
         data=str(data),
@@ -263,7 +330,7 @@ def run_ours(
         seed=0,
         workers=0,
         weights=str(weights),
-        augment={**gate.recipe.augment, **AUGMENT_OFF},
+        augment={**gate.recipe.augment, **augment},
     )
     recorder = StepRecorder(entry)
     ct.train_and_score(recipe, threads=2, model_options=model_options, callbacks=[recorder])
@@ -284,23 +351,39 @@ def report(title: str, gaps: list[TensorGap], rtol: float, atol: float = 0.0) ->
     return not failures
 
 
-def check(gate: ct.Gate, weights: Path, images: int, epochs: int, model_options: dict[str, Any]) -> bool:
-    """Both trainers on the same fixed batch from ``weights``; prints the comparison, True when it holds."""
+def check(
+    gate: ct.Gate,
+    weights: Path,
+    images: int,
+    epochs: int,
+    model_options: dict[str, Any],
+    *,
+    flip: bool = False,
+    border: bool = False,
+) -> bool:
+    """Both trainers on the same fixed batch from ``weights``; prints the comparison, True when it holds.
+    ``flip``: every image flipped left-right; ``border``: the batch's instances moved across the borders."""
     if get_task(gate.recipe.task).image_level:
         raise ValueError(f"{gate.name}: an image-level task's folder-per-class dataset is not supported")
     with tempfile.TemporaryDirectory(prefix="lucid-step-parity-") as tmp:
         work = Path(tmp)
         source = ct._data_yaml(gate.recipe, ct.SHARED_DIR)
-        ours_data = subset_dataset(source, images, work / "ours")
-        reference_data = subset_dataset(source, images, work / "reference-data")
-        reference_dir = run_reference(gate, weights, reference_data, epochs, work)
+        border_task = gate.recipe.task if border else None
+        ours_data = subset_dataset(source, images, work / "ours", border_task)
+        reference_data = subset_dataset(source, images, work / "reference-data", border_task)
+        augment = {**AUGMENT_OFF, "fliplr": 1.0 if flip else 0.0}
+        reference_dir = run_reference(gate, weights, reference_data, epochs, work, augment)
         first = read_reference_checkpoint(reference_dir / "epoch0.pt")
         entry, reference_moments = reference_first_step(first)
-        recorder = run_ours(gate, weights, ours_data, epochs, entry, model_options)
+        recorder = run_ours(gate, weights, ours_data, epochs, entry, model_options, augment)
         total = float(torch.stack([m.double().norm() for m in reference_moments.values()]).norm())
         judged = {n for n, m in reference_moments.items() if float(m.double().norm()) > NEGLIGIBLE * total}
+        setting = ", ".join(
+            (["every image flipped"] if flip else []) + (["instances across the borders"] if border else [])
+        )
         print(
-            f"{gate.name}: from {weights.name}, {images} images, {epochs} epochs, one batch each, augmentation off"
+            f"{gate.name}: from {weights.name}, {images} images, {epochs} epochs, one batch each, "
+            f"{setting or 'augmentation off'}"
         )
         gradients = compare(recorder.first_step, reference_moments, judged)
         ok = report(f"first step ({_FIRST_STEP_STATE[entry]})", gradients, GRAD_RTOL, GRAD_ATOL * total)
@@ -340,8 +423,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", type=int, default=16, help="images in the fixed batch (default 16)")
     parser.add_argument("--epochs", type=int, help="epochs of one step each (default: the recipe's)")
     parser.add_argument("--loss", action="append", default=[], metavar="GAIN=VALUE", help="train ours broken")
+    parser.add_argument(
+        "--flip", action="store_true", help="flip every image left-right (fliplr=1, both sides)"
+    )
+    parser.add_argument(
+        "--border", action="store_true", help="move every instance across a border, cut (detect, segment)"
+    )
     args = parser.parse_args(argv)
     gates = [g for g in ct.select_gates([args.task]) if not get_task(g.recipe.task).image_level]
+    if args.border:
+        gates = [g for g in gates if g.recipe.task in ("detect", "segment")]
     if not gates:
         parser.error(f"--task {args.task}: no gate with a box-level task (classification is not supported)")
     if args.weights and len(gates) > 1:
@@ -360,7 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         gate = with_batch(gate, args.images)
         try:
             weights = args.weights or default_weights(gate)
-            held = check(gate, weights, args.images, args.epochs or gate.recipe.epochs, options)
+            epochs = args.epochs or gate.recipe.epochs
+            held = check(gate, weights, args.images, epochs, options, flip=args.flip, border=args.border)
         except (FileNotFoundError, ValueError) as exc:  # no recorded run, too few images: the user's to fix
             print(f"step parity: {exc}", file=sys.stderr)
             return 2

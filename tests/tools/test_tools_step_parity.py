@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -123,6 +124,54 @@ def test_subset_dataset_takes_the_first_images_with_their_labels(tmp_path: Path)
         assert (tmp_path / "subset" / "labels" / split / "1.txt").read_text() == "0 0.5 0.5 0.2 0.2\n"
     with pytest.raises(ValueError, match="3 images, --images asks for 5"):
         step_parity.subset_dataset(data, 5, tmp_path / "too-many")
+
+
+def test_across_border_moves_each_instance_out_by_its_fraction_and_cuts_it_at_the_image() -> None:
+    box = "2 0.5 0.5 0.2 0.4"  # x 0.4-0.6, y 0.3-0.7
+    for k, fraction in enumerate(step_parity.BORDER_FRACTIONS):
+        moved = step_parity.across_border(box, k, "detect")
+        assert moved is not None
+        cls, cx, cy, w, h = moved.split()
+        x1, x2 = float(cx) - float(w) / 2, float(cx) + float(w) / 2
+        y1, y2 = float(cy) - float(h) / 2, float(cy) + float(h) / 2
+        inside = 1 - fraction
+        expected = {
+            0: (0.0, 0.2 * inside, 0.3, 0.7),  # left: its right part is left, against x = 0
+            1: (1 - 0.2 * inside, 1.0, 0.3, 0.7),
+            2: (0.4, 0.6, 0.0, 0.4 * inside),
+            3: (0.4, 0.6, 1 - 0.4 * inside, 1.0),
+        }[k]
+        assert cls == "2"
+        np.testing.assert_allclose((x1, x2, y1, y2), expected, atol=2e-6)
+    triangle = "1 0.2 0.2 0.4 0.2 0.3 0.5"
+    moved = step_parity.across_border(triangle, 0, "segment")
+    assert moved is not None
+    points = np.array(moved.split()[1:], float).reshape(-1, 2)
+    assert points[:, 0].min() == 0.0 and points.min() >= 0.0 and points.max() <= 1.0
+    assert points[:, 0].max() == pytest.approx(0.2 * (1 - step_parity.BORDER_FRACTIONS[0]), abs=1e-6)
+    with pytest.raises(ValueError, match="not 'pose'"):
+        step_parity.across_border(box, 0, "pose")
+
+
+def test_subset_dataset_with_border_rewrites_both_splits_alike(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    (source / "images" / "train").mkdir(parents=True)
+    (source / "labels" / "train").mkdir(parents=True)
+    for i in range(2):
+        (source / "images" / "train" / f"{i}.jpg").write_bytes(b"jpeg")
+        (source / "labels" / "train" / f"{i}.txt").write_text("0 0.5 0.5 0.2 0.2\n0 0.3 0.3 0.1 0.1\n")
+    data = source / "data.yaml"
+    data.write_text(yaml.safe_dump({"path": ".", "train": "images/train", "val": "images/train"}))
+    step_parity.subset_dataset(data, 2, tmp_path / "subset", "detect")
+    rows = [
+        (tmp_path / "subset" / "labels" / split / f"{i}.txt").read_text().splitlines()
+        for split in ("train", "val")
+        for i in range(2)
+    ]
+    assert rows[:2] == rows[2:]  # val is train
+    lefts = [float(r.split()[1]) - float(r.split()[3]) / 2 for r in rows[0] + rows[1]]
+    assert lefts[0] == pytest.approx(0.0, abs=1e-6)  # the first instance goes to the left border
+    assert lefts[1] > 0.5  # the second to the right: the borders are taken in turn over the subset
 
 
 def test_command_refuses_classification_and_weights_for_several_gates(
