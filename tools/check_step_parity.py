@@ -312,18 +312,11 @@ def run_reference(
     return out / "reference" / "weights"
 
 
-def run_ours(
-    gate: ct.Gate,
-    weights: Path,
-    data: Path,
-    epochs: int,
-    entry: str,
-    model_options: dict[str, Any],
-    augment: Mapping[str, float],
-) -> StepRecorder:
-    """Our training of the gate's recipe from ``weights`` on ``data`` with the deterministic ``augment``,
-    recorded."""
-    recipe = replace(
+def fixed_batch_recipe(
+    gate: ct.Gate, weights: Path, data: Path, epochs: int, augment: Mapping[str, float]
+) -> ct.TrajectoryRecipe:
+    """The gate's recipe from ``weights`` on the fixed batch ``data`` for ``epochs``, with ``augment`` only."""
+    return replace(
         gate.recipe,
         data=str(data),
         epochs=epochs,
@@ -332,6 +325,10 @@ def run_ours(
         weights=str(weights),
         augment={**gate.recipe.augment, **augment},
     )
+
+
+def run_ours(recipe: ct.TrajectoryRecipe, entry: str, model_options: dict[str, Any]) -> StepRecorder:
+    """Our training of ``recipe`` (:func:`fixed_batch_recipe`), recorded."""
     recorder = StepRecorder(entry)
     ct.train_and_score(recipe, threads=2, model_options=model_options, callbacks=[recorder])
     return recorder
@@ -375,7 +372,8 @@ def check(
         reference_dir = run_reference(gate, weights, reference_data, epochs, work, augment)
         first = read_reference_checkpoint(reference_dir / "epoch0.pt")
         entry, reference_moments = reference_first_step(first)
-        recorder = run_ours(gate, weights, ours_data, epochs, entry, model_options, augment)
+        recipe = fixed_batch_recipe(gate, weights, ours_data, epochs, augment)
+        recorder = run_ours(recipe, entry, model_options)
         total = float(torch.stack([m.double().norm() for m in reference_moments.values()]).norm())
         judged = {n for n, m in reference_moments.items() if float(m.double().norm()) > NEGLIGIBLE * total}
         setting = ", ".join(
