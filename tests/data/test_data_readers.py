@@ -67,6 +67,16 @@ def test_yolo_detect_pixels(tmp_path: Path) -> None:
     assert t.labels.tolist() == [1, 2]
 
 
+def test_yolo_polygon_pixels_are_float32_label_times_float32_size(tmp_path: Path) -> None:
+    # 0.973412 * 96 rounds to 93.447556 in double and to 93.44755 from float32 operands: the reference's value
+    yaml_path = _make_yolo(tmp_path, {"a": "0 0.973412 0.123457 1.0 0.5 0.333333 0.9\n"}, size=(96, 96))
+    polygon = load_dataset(yaml_path).records[0].targets.polygons[0]
+    label = np.array([0.973412, 0.123457, 1.0, 0.5, 0.333333, 0.9], np.float32).reshape(-1, 2)
+    expected = label * np.float32(96)
+    assert expected.dtype == np.float32 and expected[0, 0] != np.float32(0.973412 * 96.0)
+    np.testing.assert_array_equal(polygon, expected)
+
+
 def test_yolo_pose_two_dim_keypoints_visibility(tmp_path: Path) -> None:
     """Fixtures README: for nd = 2 the visibility is 1, or 0 where a label coordinate is negative; (0, 0) counts."""
     line = "0 0.5 0.5 0.4 0.4 0.5 0.5 0 0 -1 0.5 0.25 -1\n"

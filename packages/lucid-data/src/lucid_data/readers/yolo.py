@@ -367,7 +367,8 @@ def parse_label_file(
                              [xyxy_n[0], xyxy_n[3]]]).clip(0.0, 1.0)  # fmt: skip
         boxes.append(xyxy)
         labels.append(int(cls))
-        polygons.append(poly * scale)
+        # float32 operands, as the reference scales its labels: the last bit decides borders after a flip
+        polygons.append(poly.astype(np.float32) * scale.astype(np.float32))
         if kpts is not None:
             keypoints.append(kpts)
     n_inst = len(labels)
