@@ -5,6 +5,7 @@ the rewritten fixture files (synthetic fixture trees, no ../shared needed)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -13,7 +14,7 @@ from tool_testing import load_tool
 tool = load_tool("check_fixture_independence")
 
 
-def _segment_like() -> dict:
+def _segment_like() -> dict[str, Any]:
     return {
         "schema": "lucid-fixture/segment_loss/1",
         "meta": {"seed": 0},
@@ -24,10 +25,11 @@ def _segment_like() -> dict:
     }
 
 
-def _resolve(cases: dict, name: str) -> dict:
+def _resolve(cases: dict[str, Any], name: str) -> dict[str, Any]:
     record = cases[name]["grads"]["proto_blocks"]
     assert record.startswith("same_as:")
-    return cases[record.removeprefix("same_as:")]
+    resolved: dict[str, Any] = cases[record.removeprefix("same_as:")]
+    return resolved
 
 
 def test_renamed_changes_every_case_name_and_order_but_no_value() -> None:

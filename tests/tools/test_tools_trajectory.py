@@ -534,7 +534,8 @@ def test_classify_synth_dataset_is_a_class_folder_root(
     classes = sorted(p.name for p in (root / "train").iterdir())
     assert len(classes) == 3 and sorted(p.name for p in (root / "val").iterdir()) == classes
     image = next((root / "val" / classes[0]).iterdir())
-    assert cv2.imread(str(image)).shape[:2] == (CLASSIFY.recipe.imgsz, CLASSIFY.recipe.imgsz)
+    pixels = cv2.imread(str(image))
+    assert pixels is not None and pixels.shape[:2] == (CLASSIFY.recipe.imgsz, CLASSIFY.recipe.imgsz)
     stamp = image.stat().st_mtime_ns
     assert trajectory_tool.synth_dataset("classify", tmp_path, imgsz=CLASSIFY.recipe.imgsz) == root
     assert image.stat().st_mtime_ns == stamp  # reused, not synthesized again
