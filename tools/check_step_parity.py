@@ -13,11 +13,12 @@ colour, affine and flips off, so every step is deterministic), it runs the refer
 - the **EMA weights and buffers after every epoch** (the reference stores them in float16: ours are rounded alike).
 
 That covers the model, the objective (both branches and their epoch schedule), gradient clipping, the
-optimiser, warm-up and the lr schedule, the EMA and batch-norm statistics; random augmentation and data order are
-left to the distributional gate (lr-0 readings in docs/TRAINING.md). The deterministic augmentations are in reach:
-``--flip`` flips every image (``fliplr=1`` on both sides), and ``--border`` first moves every instance of the fixed
-batch 60-90 % across one of the four borders, its label cut at the image (detect and segment labels), so that
-the border arithmetic of boxes and masks counts.
+optimiser, warm-up and the lr schedule, the EMA and batch-norm statistics, and the close-mosaic switch (it fires
+at the recipe's epoch with mosaic already off, so only a side effect on training would show); random
+augmentation and data order are left to the distributional gate (lr-0 readings in docs/TRAINING.md). The
+deterministic augmentations are in reach: ``--flip`` flips every image (``fliplr=1`` on both sides), and
+``--border`` first moves every instance of the fixed batch 60-90 % across one of the four borders, its label cut
+at the image (detect and segment labels), so that the border arithmetic of boxes and masks counts.
 
 Every first-step gradient must agree within :data:`GRAD_RTOL` of its norm plus :data:`GRAD_ATOL` of the total
 norm (float32 summation noise), every EMA tensor within :data:`EMA_RTOL` (float16 storage and rounding); else the
@@ -63,10 +64,10 @@ GRAD_RTOL = 1e-3
 GRAD_ATOL = 1e-7
 #: largest relative difference of a judged EMA tensor (ours rounded to float16, as the reference stores it)
 EMA_RTOL = 1e-2
-#: augmentation off, in both trainers' key names (the reference's ``train()`` keys; ours ``AugmentConfig``)
+#: augmentation off, in both trainers' key names (the reference's ``train()`` keys; ours ``AugmentConfig``); the
+#: recipe's ``close_mosaic`` stays, so both trainers still switch mosaic off at that epoch
 AUGMENT_OFF: dict[str, float] = {
     "mosaic": 0.0,
-    "close_mosaic": 0,
     "hsv_h": 0.0,
     "hsv_s": 0.0,
     "hsv_v": 0.0,
