@@ -274,6 +274,9 @@ def parse_label_file(
     keypoints: list[np.ndarray] = []
     corners: list[np.ndarray] = []
     scale = np.array([w, h], dtype=np.float64)
+    # polygons scale with float32 operands, as the reference scales its labels: the last bit decides borders
+    # after a flip
+    polygon_scale = scale.astype(np.float32)
     # utf-8-sig: a label file saved with a UTF-8 byte-order mark (Windows editors) reads like one without
     lines = label_path.read_text(encoding="utf-8-sig").splitlines() if label_path.is_file() else []
     if "keypoints" in fields and kpt_shape is None:
@@ -367,8 +370,7 @@ def parse_label_file(
                              [xyxy_n[0], xyxy_n[3]]]).clip(0.0, 1.0)  # fmt: skip
         boxes.append(xyxy)
         labels.append(int(cls))
-        # float32 operands, as the reference scales its labels: the last bit decides borders after a flip
-        polygons.append(poly.astype(np.float32) * scale.astype(np.float32))
+        polygons.append(poly.astype(np.float32) * polygon_scale)
         if kpts is not None:
             keypoints.append(kpts)
     n_inst = len(labels)
