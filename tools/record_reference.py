@@ -7,7 +7,10 @@
   writes label caches next to the labels): the shared folder copied, or the gate's synthesized dataset.
 - ``score GATE``: scores every recorded checkpoint of every seed with our current evaluator and importer
   (``check_trajectory.score_checkpoints``, the gate's protocol) and writes ``tools/fidelity/<gate>.json`` with the
-  provenance: recipe, seeds, machine class, reference version, lucid-core version and :func:`evaluator_version`.
+  provenance: recipe, seeds, machine class, reference version, lucid-core version and :func:`evaluator_version`,
+  and per seed the machine and the reference's version (with its torch build) it was recorded with. A seed already
+  in the file whose checkpoints are not here is kept when the file was scored by the current evaluator
+  (:func:`merge_runs`), so seeds recorded on other machines add up.
 - ``--rescore``: re-scores the canary checkpoints under ``tests/data/fidelity/`` and rewrites their committed figures
   (``canary.json``). When the canary test fails, the evaluator moved: run ``--rescore``, then ``score`` every gate
   (the reference's checkpoints must be recorded again on a machine without them).
@@ -65,6 +68,7 @@ REFERENCE_SETTINGS: dict[str, object] = {
     "close_mosaic": 3,
     "workers": 1,
 }
+MACHINE_FILE = "machine.json"  # beside a recorded seed's run: the machine class it was recorded on
 THREADS = 1  # refbench's --threads: one core for the reference, the other for everyone else
 #: the source the scores depend on: the importer, the model, decoding/NMS, letterboxing, the COCO evaluator and
 #: classification's evaluation crop and accuracy
@@ -175,12 +179,69 @@ def record(g: ct.Gate, seeds: list[int]) -> None:
         print(f"{g.name} seed {seed}: {' '.join(cmd)}", flush=True)
         with open(out.parent / f"seed{seed}.log", "w", encoding="utf-8") as log:
             subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        (out / MACHINE_FILE).write_text(json.dumps(machine_class()) + "\n", encoding="utf-8")
 
 
 def reference_version(log: Path) -> str:
-    """The reference's version as its training log prints it (``Ultralytics 8.4.190 ...``)."""
-    found = re.search(r"Ultralytics (\d+\.\d+\.\d+)", log.read_text(encoding="utf-8", errors="replace"))
-    return f"ultralytics {found.group(1)}" if found else "unknown"
+    """The reference's version and its torch build as its training log prints them (``Ultralytics 8.4.190 🚀
+    Python-3.11.7 torch-2.15.0+cu132 CPU ...`` -> ``ultralytics 8.4.190, torch 2.15.0+cu132``)."""
+    text = log.read_text(encoding="utf-8", errors="replace")
+    found = re.search(r"Ultralytics (\d+\.\d+\.\d+)", text)
+    if not found:
+        return "unknown"
+    torch_build = re.search(r"torch-(\S+)", text[found.start() : found.start() + 300])
+    return f"ultralytics {found.group(1)}" + (f", torch {torch_build.group(1)}" if torch_build else "")
+
+
+def seed_machine(g: ct.Gate, seed: int) -> dict[str, str]:
+    """The machine class a seed was recorded on (``machine.json`` beside its run; this machine for a run recorded
+    before the file existed)."""
+    path = seed_dir(g, seed) / MACHINE_FILE
+    return dict(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else machine_class()
+
+
+def merge_runs(
+    committed: dict[str, Any] | None,
+    scored: dict[str, list[dict[str, Any]]],
+    provenance: dict[str, dict[str, Any]],
+    evaluator_sha256: str,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]]]:
+    """The runs (and per-seed provenance) of a distribution: the seeds scored here, plus every seed of the
+    ``committed`` file that was not, provided that file was scored by the evaluator ``evaluator_sha256`` names.
+
+    A committed seed missing here under another evaluator cannot be re-scored: :class:`SystemExit` names the seeds
+    to record again (or to drop by removing the file). A committed file from before per-seed provenance gives
+    its seeds the file's machine class and reference version."""
+    runs, seeds_provenance = dict(scored), dict(provenance)
+    if not committed:
+        return runs, seeds_provenance
+    missing = sorted((s for s in committed["runs"] if s not in scored), key=int)
+    if not missing:
+        return runs, seeds_provenance
+    if committed["scored_with"]["evaluator_sha256"] != evaluator_sha256:
+        raise SystemExit(
+            f"{committed['gate']}: seeds {', '.join(missing)} of the committed distribution were scored by evaluator "
+            f"{committed['scored_with']['evaluator_sha256']} and have no checkpoints here to re-score with "
+            f"{evaluator_sha256}: record them again (record --seeds {' '.join(missing)})"
+        )
+    before = committed.get("provenance", {})
+    for seed in missing:
+        runs[seed] = committed["runs"][seed]
+        seeds_provenance[seed] = before.get(
+            seed,
+            {
+                "reference_version": committed["reference_version"],
+                "machine_class": committed["machine_class"],
+            },
+        )
+    order = sorted(runs, key=int)
+    return {s: runs[s] for s in order}, {s: seeds_provenance[s] for s in order}
+
+
+def summary_machine_class(provenance: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The distribution's machine class: the one every seed shares, else each field's distinct values joined."""
+    classes = [p["machine_class"] for p in provenance.values()]
+    return {key: "; ".join(sorted({str(c.get(key, "unknown")) for c in classes})) for key in classes[0]}
 
 
 def reference_internal(run: Path) -> list[dict[str, float]]:
@@ -206,7 +267,7 @@ def score(g: ct.Gate, out: Path | None = None) -> Path:
     if not seeds:
         raise SystemExit(f"{g.name}: no finished reference run under {REF_DIR / g.name}")
     runs: dict[str, list[dict[str, Any]]] = {}
-    versions = set()
+    provenance: dict[str, dict[str, Any]] = {}
     for seed in seeds:
         print(f"{g.name} seed {seed}:", flush=True)
         rows = ct.score_checkpoints(
@@ -221,7 +282,14 @@ def score(g: ct.Gate, out: Path | None = None) -> Path:
             }
             for row, ref in zip(rows, internal, strict=True)
         ]
-        versions.add(reference_version(REF_DIR / g.name / f"seed{seed}.log"))
+        provenance[str(seed)] = {
+            "reference_version": reference_version(REF_DIR / g.name / f"seed{seed}.log"),
+            "machine_class": seed_machine(g, seed),
+        }
+    path = out or g.distribution
+    committed = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    evaluator = evaluator_version()
+    runs, provenance = merge_runs(committed, runs, provenance, evaluator["evaluator_sha256"])
     record_ = {
         "gate": g.name,
         "recipe": {
@@ -230,17 +298,17 @@ def score(g: ct.Gate, out: Path | None = None) -> Path:
             "settings": reference_settings(g),
             "refbench_threads": THREADS,
         },
-        "seeds": seeds,
-        "machine_class": machine_class(),
-        "reference_version": ", ".join(sorted(versions)),
+        "seeds": [int(s) for s in runs],
+        "machine_class": summary_machine_class(provenance),
+        "reference_version": "; ".join(sorted({p["reference_version"] for p in provenance.values()})),
         "scored_with": {
-            **evaluator_version(),
+            **evaluator,
             "protocol": protocol(g),
         },
         "curves": [c.label for c in g.recipe.curves],
+        "provenance": provenance,
         "runs": runs,
     }
-    path = out or g.distribution
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record_, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {path}", flush=True)

@@ -601,6 +601,9 @@ def test_committed_distributions_carry_their_provenance(gate: Any) -> None:
     assert data["machine_class"]["cpu"] and data["reference_version"].startswith("ultralytics ")
     assert {"lucid_core", "evaluator_sha256"} <= set(data["scored_with"])
     assert sorted(int(k) for k in data["runs"]) == data["seeds"]
+    if "provenance" in data:  # per seed: the machine and reference build it was recorded with
+        assert list(data["provenance"]) == list(data["runs"])
+        assert all(p["machine_class"]["cpu"] and p["reference_version"] for p in data["provenance"].values())
     assert len(data["seeds"]) >= (5 if gate.name == "shapes_yolo26n_detect" else 3)
     for rows in data["runs"].values():
         assert [r["epoch"] for r in rows] == list(range(gate.recipe.epochs))
