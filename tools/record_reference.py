@@ -25,6 +25,7 @@ import argparse
 import csv
 import importlib.metadata
 import json
+import os
 import platform
 import re
 import shutil
@@ -69,6 +70,8 @@ REFERENCE_SETTINGS: dict[str, object] = {
     "workers": 1,
 }
 MACHINE_FILE = "machine.json"  # beside a recorded seed's run: the machine class it was recorded on
+PACKAGES_FILE = "refbench_packages.json"  # beside it: refbench_packages() when it was recorded
+REFBENCH_PACKAGES = ("torch", "torchvision", "opencv-python", "numpy")
 THREADS = 1  # refbench's --threads: one core for the reference, the other for everyone else
 #: the source the scores depend on: the importer, the model, decoding/NMS, letterboxing, the COCO evaluator and
 #: classification's evaluation crop and accuracy
@@ -132,6 +135,24 @@ def machine_class() -> dict[str, str]:
     return {"cpu": model, "cpus": cores, "machine": platform.machine()}
 
 
+def refbench_packages() -> dict[str, str]:
+    """The versions of the packages in the refbench venv that move the reference's numbers (its torch build, the
+    OpenCV its augmentation warps with, numpy), read from the venv's metadata; {} where the venv cannot say."""
+    venv = Path(os.environ.get("LUCID_REFBENCH_VENV", Path.home() / ".cache" / "lucid-refbench" / "venv"))
+    code = (
+        "import importlib.metadata as m, json\n"
+        f"names = {list(REFBENCH_PACKAGES)!r}\n"
+        "print(json.dumps({n: m.version(n) for n in names if any(True for _ in m.distributions(name=n))}))"
+    )
+    try:
+        done = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, check=True, timeout=60
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {str(k): str(v) for k, v in json.loads(done.stdout).items()}
+
+
 def dataset_yaml(g: ct.Gate) -> Path:
     """The gate's dataset copy for the reference (made on first use), as ``reference.yaml``: its data YAML with an
     absolute ``path`` (refbench runs in a temporary folder). An image-level task's (classify) synthesized set is
@@ -180,6 +201,7 @@ def record(g: ct.Gate, seeds: list[int]) -> None:
         with open(out.parent / f"seed{seed}.log", "w", encoding="utf-8") as log:
             subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
         (out / MACHINE_FILE).write_text(json.dumps(machine_class()) + "\n", encoding="utf-8")
+        (out / PACKAGES_FILE).write_text(json.dumps(refbench_packages()) + "\n", encoding="utf-8")
 
 
 def reference_version(log: Path) -> str:
@@ -286,6 +308,9 @@ def score(g: ct.Gate, out: Path | None = None) -> Path:
             "reference_version": reference_version(REF_DIR / g.name / f"seed{seed}.log"),
             "machine_class": seed_machine(g, seed),
         }
+        packages = seed_dir(g, seed) / PACKAGES_FILE
+        if packages.is_file():
+            provenance[str(seed)]["refbench_packages"] = json.loads(packages.read_text(encoding="utf-8"))
     path = out or g.distribution
     committed = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
     evaluator = evaluator_version()

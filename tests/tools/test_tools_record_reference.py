@@ -3,6 +3,8 @@ same evaluator), every seed names the machine and the reference build it was rec
 
 from __future__ import annotations
 
+import importlib.metadata
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +71,14 @@ def test_reference_version_names_the_torch_build(tmp_path: Path) -> None:
     assert record_reference.reference_version(log) == "ultralytics 8.4.190"
     log.write_text("nothing\n", "utf-8")
     assert record_reference.reference_version(log) == "unknown"
+
+
+def test_refbench_packages_reads_the_venv_metadata(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    venv = tmp_path / "venv"
+    monkeypatch.setenv("LUCID_REFBENCH_VENV", str(venv))
+    assert record_reference.refbench_packages() == {}  # no venv: nothing to say
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    found = record_reference.refbench_packages()
+    assert found["numpy"] == importlib.metadata.version("numpy")
+    assert set(found) <= set(record_reference.REFBENCH_PACKAGES)
