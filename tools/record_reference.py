@@ -69,8 +69,8 @@ REFERENCE_SETTINGS: dict[str, object] = {
     "close_mosaic": 3,
     "workers": 1,
 }
-MACHINE_FILE = "machine.json"  # beside a recorded seed's run: the machine class it was recorded on
-PACKAGES_FILE = "refbench_packages.json"  # beside it: refbench_packages() when it was recorded
+#: beside a recorded seed's run: the machine class and the refbench venv's packages it was recorded with
+PROVENANCE_FILE = "provenance.json"
 REFBENCH_PACKAGES = ("torch", "torchvision", "opencv-python", "numpy")
 THREADS = 1  # refbench's --threads: one core for the reference, the other for everyone else
 #: the source the scores depend on: the importer, the model, decoding/NMS, letterboxing, the COCO evaluator and
@@ -142,7 +142,13 @@ def refbench_packages() -> dict[str, str]:
     code = (
         "import importlib.metadata as m, json\n"
         f"names = {list(REFBENCH_PACKAGES)!r}\n"
-        "print(json.dumps({n: m.version(n) for n in names if any(True for _ in m.distributions(name=n))}))"
+        "versions = {}\n"
+        "for name in names:\n"
+        "    try:\n"
+        "        versions[name] = m.version(name)\n"
+        "    except m.PackageNotFoundError:\n"
+        "        pass\n"
+        "print(json.dumps(versions))"
     )
     try:
         done = subprocess.run(
@@ -200,8 +206,8 @@ def record(g: ct.Gate, seeds: list[int]) -> None:
         print(f"{g.name} seed {seed}: {' '.join(cmd)}", flush=True)
         with open(out.parent / f"seed{seed}.log", "w", encoding="utf-8") as log:
             subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-        (out / MACHINE_FILE).write_text(json.dumps(machine_class()) + "\n", encoding="utf-8")
-        (out / PACKAGES_FILE).write_text(json.dumps(refbench_packages()) + "\n", encoding="utf-8")
+        recorded = {"machine_class": machine_class(), "refbench_packages": refbench_packages()}
+        (out / PROVENANCE_FILE).write_text(json.dumps(recorded) + "\n", encoding="utf-8")
 
 
 def reference_version(log: Path) -> str:
@@ -215,11 +221,19 @@ def reference_version(log: Path) -> str:
     return f"ultralytics {found.group(1)}" + (f", torch {torch_build.group(1)}" if torch_build else "")
 
 
-def seed_machine(g: ct.Gate, seed: int) -> dict[str, str]:
-    """The machine class a seed was recorded on (``machine.json`` beside its run; this machine for a run recorded
-    before the file existed)."""
-    path = seed_dir(g, seed) / MACHINE_FILE
-    return dict(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else machine_class()
+def seed_provenance(g: ct.Gate, seed: int) -> dict[str, Any]:
+    """Where and with what a seed was recorded: its reference version (from its log), and the machine class and
+    refbench packages of ``provenance.json`` beside its run (this machine's class, and no packages, for a run
+    recorded before that file existed)."""
+    path = seed_dir(g, seed) / PROVENANCE_FILE
+    recorded = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    provenance: dict[str, Any] = {
+        "reference_version": reference_version(REF_DIR / g.name / f"seed{seed}.log"),
+        "machine_class": dict(recorded.get("machine_class") or machine_class()),
+    }
+    if recorded.get("refbench_packages"):
+        provenance["refbench_packages"] = dict(recorded["refbench_packages"])
+    return provenance
 
 
 def merge_runs(
@@ -304,13 +318,7 @@ def score(g: ct.Gate, out: Path | None = None) -> Path:
             }
             for row, ref in zip(rows, internal, strict=True)
         ]
-        provenance[str(seed)] = {
-            "reference_version": reference_version(REF_DIR / g.name / f"seed{seed}.log"),
-            "machine_class": seed_machine(g, seed),
-        }
-        packages = seed_dir(g, seed) / PACKAGES_FILE
-        if packages.is_file():
-            provenance[str(seed)]["refbench_packages"] = json.loads(packages.read_text(encoding="utf-8"))
+        provenance[str(seed)] = seed_provenance(g, seed)
     path = out or g.distribution
     committed = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
     evaluator = evaluator_version()

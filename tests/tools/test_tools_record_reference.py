@@ -4,6 +4,7 @@ same evaluator), every seed names the machine and the reference build it was rec
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -82,3 +83,28 @@ def test_refbench_packages_reads_the_venv_metadata(tmp_path: Path, monkeypatch: 
     found = record_reference.refbench_packages()
     assert found["numpy"] == importlib.metadata.version("numpy")
     assert set(found) <= set(record_reference.REFBENCH_PACKAGES)
+
+
+def test_seed_provenance_reads_the_file_beside_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(record_reference, "REF_DIR", tmp_path)
+    g = record_reference.gate("shapes_yolo26n_detect")
+    run = tmp_path / g.name / "seed3"
+    run.mkdir(parents=True)
+    (tmp_path / g.name / "seed3.log").write_text("Ultralytics 8.4.190 torch-2.15.0+cu132 CPU\n", "utf-8")
+    before = record_reference.seed_provenance(
+        g, 3
+    )  # recorded before the file existed: this machine, no packages
+    assert before == {
+        "reference_version": "ultralytics 8.4.190, torch 2.15.0+cu132",
+        "machine_class": record_reference.machine_class(),
+    }
+    packages = {"torch": "2.15.0+cu132", "numpy": "2.4.6"}
+    recorded = {"machine_class": INTEL, "refbench_packages": packages}
+    (run / record_reference.PROVENANCE_FILE).write_text(json.dumps(recorded), "utf-8")
+    assert record_reference.seed_provenance(g, 3) == {
+        "reference_version": "ultralytics 8.4.190, torch 2.15.0+cu132",
+        "machine_class": INTEL,
+        "refbench_packages": packages,
+    }
