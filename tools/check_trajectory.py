@@ -10,7 +10,7 @@ reference's relative seed spread is â‰¤ :data:`SPREAD_BOUND`: ours' seed mean â‰
 (:func:`compare_distributions`; docs/TRAINING.md, "Distributional gate"). Every gate prints its per-epoch table
 (both means, both spreads, the limit, the verdict); ``--task all|detect|segment|obb|pose|classify|<gate>`` picks gates,
 ``--runs-dir DIR`` keeps and reuses each seed's scored rows, ``--loss box=3.75`` trains a deliberately broken
-recipe. Usage: ``uv run --no-sync python tools/check_trajectory.py [--task T] [--seeds N] [--threads N]``.
+recipe, ``--self-check`` trains nothing and reports how often the rule fails the reference against itself. Usage: ``uv run --no-sync python tools/check_trajectory.py [--task T] [--seeds N] [--threads N]``.
 
 **Recorded curves** (``--only NAME``): one seed of ours against one recorded reference run.
 
@@ -58,9 +58,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import math
 import os
+import random
 import sys
 import tempfile
 import time
@@ -423,6 +425,61 @@ def compare_distributions(
             f"{curve.label}: the reference's seed spread exceeds {spread_bound} at the last epoch"
         )
     return verdicts, failures
+
+
+@dataclass(frozen=True)
+class SelfCheck:
+    """The gate's rule applied to the reference against itself (:func:`reference_self_check`)."""
+
+    gate: str
+    n_ours: int
+    n_reference: int  # seeds left on the reference's side of each split
+    splits: int
+    failed: int  # splits with at least one failed check
+    #: check (the failure line up to its figures) -> how many splits it failed in
+    cells: dict[str, int]
+
+    @property
+    def rate(self) -> float:
+        return self.failed / self.splits if self.splits else 0.0
+
+
+def reference_self_check(
+    gate: Gate, data: dict[str, Any], n_ours: int = GATE_SEEDS, max_splits: int = 400, seed: int = 0
+) -> SelfCheck:
+    """How often the gate fails the reference itself: every split of its recorded seeds into ``n_ours`` seeds in
+    the role of ours and the rest as the reference (a random ``max_splits`` of them when there are more), judged by
+    :func:`compare_distributions`. Both sides are then the same training, so each failure is a false alarm."""
+    seeds = sorted(data["runs"], key=int)
+    if not 0 < n_ours < len(seeds) - 1:
+        raise ValueError(
+            f"{gate.name}: {len(seeds)} reference seeds cannot be split into {n_ours} and the rest"
+        )
+    splits = list(itertools.combinations(seeds, n_ours))
+    if len(splits) > max_splits:
+        splits = random.Random(seed).sample(splits, max_splits)
+    failed, cells = 0, {}
+    for chosen in splits:
+        ours = [data["runs"][s] for s in chosen]
+        reference = [data["runs"][s] for s in seeds if s not in chosen]
+        lines = [
+            line for curve in gate.recipe.curves for line in compare_distributions(curve, reference, ours)[1]
+        ]
+        failed += bool(lines)
+        for line in lines:
+            check = line.split(" seed mean")[0]
+            cells[check] = cells.get(check, 0) + 1
+    return SelfCheck(gate.name, n_ours, len(seeds) - n_ours, len(splits), failed, cells)
+
+
+def format_self_check(check: SelfCheck, top: int = 4) -> str:
+    """One line per gate: the false-fail rate and the checks that fail most often."""
+    worst = sorted(check.cells.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    most = "; ".join(f"{name} {count / check.splits:.1%}" for name, count in worst) or "none"
+    return (
+        f"{check.gate}: {check.splits} splits of the reference's seeds, {check.n_ours} as ours against "
+        f"{check.n_reference}: the gate fails {check.failed} ({check.rate:.1%}); most often: {most}"
+    )
 
 
 def format_gate_table(curve: Curve, verdicts: list[EpochVerdict], n_ref: int, n_ours: int) -> str:
@@ -931,6 +988,25 @@ def _quiet_training() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
 
 
+def self_check_main(gates: list[Gate], n_ours: int) -> int:
+    """``--self-check``: :func:`reference_self_check` of every selected gate, and the chance that all of them pass
+    when each is an independent draw; trains nothing, exit status 0 (2 when a gate has too few seeds)."""
+    all_pass = 1.0
+    for gate in gates:
+        try:
+            check = reference_self_check(gate, load_distribution(gate), n_ours)
+        except TrajectorySkipped as exc:
+            print(f"SKIP {gate.name}: {exc}")
+            continue
+        except ValueError as exc:
+            print(f"trajectory: {exc}", file=sys.stderr)
+            return 2
+        print(format_self_check(check))
+        all_pass *= 1.0 - check.rate
+    print(f"every gate passes the reference against itself in {all_pass:.1%} of independent draws")
+    return 0
+
+
 def gate_main(args: argparse.Namespace) -> int:
     """The distributional gate over the selected gates: per-curve tables, exit status 1 on any failure."""
     gates = select_gates(args.task or ["all"])
@@ -938,6 +1014,8 @@ def gate_main(args: argparse.Namespace) -> int:
     if not seeds:
         print("trajectory: --seeds must be at least 1", file=sys.stderr)
         return 2
+    if args.self_check:
+        return self_check_main(gates, len(seeds))
     _quiet_training()
     import torch
 
@@ -1028,6 +1106,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--seeds", type=int, default=GATE_SEEDS, help=f"gate: our seeds 0..N-1 (default {GATE_SEEDS})"
+    )
+    parser.add_argument(
+        "--self-check",
+        action="store_true",
+        help="gate: train nothing; apply the rule to the reference against itself (its seeds split into --seeds "
+        "as ours and the rest) and print how often each gate fails",
     )
     parser.add_argument(
         "--runs-dir",

@@ -413,6 +413,36 @@ def _write_distribution(directory: Path, gate: Any, runs: list[Any]) -> None:
     (directory / f"{gate.name}.json").write_text(json.dumps(payload))
 
 
+def test_self_check_counts_the_splits_the_rule_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--self-check`` judges the reference against itself: with 6 seeds, 3 of them in the role of ours, a seed far
+    below the others (its final epoch under 0.97 × theirs) fails exactly the 10 of 20 splits that put it on our side; identical seeds fail none; nothing
+    is trained."""
+    monkeypatch.setattr(trajectory_tool, "FIDELITY_DIR", tmp_path)
+    low = _seed_rows(GATE, [v - 0.1 for v in BASE])
+    runs = [*_seeds(GATE, 5, step=0.001), low]
+    data = {"runs": {str(k): r for k, r in enumerate(runs)}}
+    check = trajectory_tool.reference_self_check(GATE, data, n_ours=3)
+    assert (check.splits, check.failed, check.n_reference) == (20, 10, 3)
+    assert check.rate == 0.5 and max(check.cells.values()) == 10
+    same = {"runs": {str(k): _seed_rows(GATE, BASE) for k in range(6)}}
+    assert trajectory_tool.reference_self_check(GATE, same, n_ours=3).failed == 0
+    assert trajectory_tool.reference_self_check(GATE, data, n_ours=3, max_splits=7).splits == 7
+    with pytest.raises(ValueError, match="cannot be split"):
+        trajectory_tool.reference_self_check(GATE, data, n_ours=5)
+
+    def no_training(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("--self-check trains nothing")
+
+    monkeypatch.setattr(trajectory_tool, "train_and_score", no_training)
+    _write_distribution(tmp_path, GATE, runs)
+    assert trajectory_tool.main(["--task", GATE.name, "--self-check"]) == 0
+    out = capsys.readouterr().out
+    assert "the gate fails 10 (50.0%)" in out and "in 50.0% of independent draws" in out
+    assert trajectory_tool.main(["--task", GATE.name, "--self-check", "--seeds", "5"]) == 2
+
+
 def test_gate_main_fails_a_broken_recipe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
