@@ -375,6 +375,12 @@ class EpochVerdict:
     verdict: str  # "ok", "LOW", "-" (not judged: the reference's spread is above SPREAD_BOUND), "info"
 
 
+def first_judged_epoch(stats: Sequence[tuple[float, ...]], spread_bound: float = SPREAD_BOUND) -> int:
+    """The first epoch whose reference relative spread (``stats[e]`` = (mean, sd, …)) is at most ``spread_bound``;
+    ``len(stats)`` when there is none."""
+    return next((e for e, (mean, sd, *_) in enumerate(stats) if sd <= spread_bound * mean), len(stats))
+
+
 def compare_distributions(
     curve: Curve,
     reference: list[list[dict[str, Any]]],
@@ -382,6 +388,7 @@ def compare_distributions(
     spread_bound: float = SPREAD_BOUND,
     se_factor: float = SE_FACTOR,
     final_ratio: float = FINAL_RATIO,
+    judge_from: int | None = None,
 ) -> tuple[list[EpochVerdict], list[str]]:
     """Per epoch, ours' seed mean against the reference's (``reference``/``ours``: one row list per seed).
 
@@ -389,6 +396,7 @@ def compare_distributions(
     ``spread_bound`` to the last (a later epoch with a wider spread is judged with its wider SE). There ours' mean
     must be ``>= ref mean - se_factor * sqrt(sd_ours²/n_ours + sd_ref²/n_ref)``
     (one seed of ours: its sd is taken as the reference's), and at the last epoch ``>= final_ratio × ref mean``.
+    ``judge_from`` fixes the first judged epoch instead (:func:`reference_self_check`: the full distribution's).
     Returns the per-epoch verdicts and one failure line per failed check."""
     epochs = len(reference[0])
     if any(len(rows) != epochs for rows in [*reference, *ours]):
@@ -398,7 +406,7 @@ def compare_distributions(
         ref_mean, ref_sd = _mean_sd([float(rows[e][curve.label]) for rows in reference])
         ours_mean, ours_sd = _mean_sd([float(rows[e][curve.label]) for rows in ours])
         stats.append((ref_mean, ref_sd, ours_mean, ours_sd))
-    first = next((e for e, (mean, sd, _, _) in enumerate(stats) if sd <= spread_bound * mean), epochs)
+    first = judge_from if judge_from is not None else first_judged_epoch(stats, spread_bound)
     verdicts, failures = [], []
     n_ref, n_ours = len(reference), len(ours)
     for e, (ref_mean, ref_sd, ours_mean, ours_sd) in enumerate(stats):
@@ -438,38 +446,61 @@ class SelfCheck:
     failed: int  # splits with at least one failed check
     #: check (the failure line up to its figures) -> how many splits it failed in
     cells: dict[str, int]
+    shift: float = 0.0  # the ours side lowered by this fraction (0: the false-fail rate)
 
     @property
     def rate(self) -> float:
         return self.failed / self.splits if self.splits else 0.0
 
 
+def _scaled(rows: list[dict[str, Any]], factor: float, curves: Sequence[Curve]) -> list[dict[str, Any]]:
+    """``rows`` with every curve's value multiplied by ``factor``."""
+    labels = {c.label for c in curves}
+    return [{k: float(v) * factor if k in labels else v for k, v in row.items()} for row in rows]
+
+
 def reference_self_check(
-    gate: Gate, data: dict[str, Any], n_ours: int = GATE_SEEDS, max_splits: int = 400, seed: int = 0
+    gate: Gate,
+    data: dict[str, Any],
+    n_ours: int = GATE_SEEDS,
+    max_splits: int = 400,
+    seed: int = 0,
+    shift: float = 0.0,
 ) -> SelfCheck:
     """How often the gate fails the reference itself: every split of its recorded seeds into ``n_ours`` seeds in
     the role of ours and the rest as the reference (a random ``max_splits`` of them when there are more), judged by
-    :func:`compare_distributions`. Both sides are then the same training, so each failure is a false alarm."""
+    :func:`compare_distributions` from the epochs the full distribution judges. Both sides are then the same
+    training, so each failure is a false alarm. ``shift`` lowers the ours side by that fraction at every epoch: the
+    rate is then how often the gate catches a curve that much lower (its power)."""
     seeds = sorted(data["runs"], key=int)
     if not 0 < n_ours < len(seeds) - 1:
         raise ValueError(
             f"{gate.name}: {len(seeds)} reference seeds cannot be split into {n_ours} and the rest"
         )
+    everyone = [data["runs"][s] for s in seeds]
+    judge_from = {
+        c.label: first_judged_epoch(
+            [_mean_sd([float(rows[e][c.label]) for rows in everyone]) for e in range(len(everyone[0]))]
+        )
+        for c in gate.recipe.curves
+    }
     splits = list(itertools.combinations(seeds, n_ours))
     if len(splits) > max_splits:
         splits = random.Random(seed).sample(splits, max_splits)
     failed, cells = 0, {}
     for chosen in splits:
-        ours = [data["runs"][s] for s in chosen]
+        ours = [_scaled(data["runs"][s], 1.0 - shift, gate.recipe.curves) for s in chosen]
         reference = [data["runs"][s] for s in seeds if s not in chosen]
         lines = [
-            line for curve in gate.recipe.curves for line in compare_distributions(curve, reference, ours)[1]
+            line
+            for c in gate.recipe.curves
+            for line in compare_distributions(c, reference, ours, judge_from=judge_from[c.label])[1]
         ]
         failed += bool(lines)
         for line in lines:
             check = line.split(" seed mean")[0]
             cells[check] = cells.get(check, 0) + 1
-    return SelfCheck(gate.name, n_ours, len(seeds) - n_ours, len(splits), failed, cells)
+    return SelfCheck(gate.name, n_ours, len(seeds) - n_ours, len(splits), failed, cells, shift)
 
 
 def format_self_check(check: SelfCheck, top: int = 4) -> str:
@@ -477,8 +508,9 @@ def format_self_check(check: SelfCheck, top: int = 4) -> str:
     worst = sorted(check.cells.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
     most = "; ".join(f"{name} {count / check.splits:.1%}" for name, count in worst) or "none"
     return (
-        f"{check.gate}: {check.splits} splits of the reference's seeds, {check.n_ours} as ours against "
-        f"{check.n_reference}: the gate fails {check.failed} ({check.rate:.1%}); most often: {most}"
+        f"{check.gate}: {check.splits} splits of the reference's seeds, {check.n_ours} as ours"
+        f"{f' lowered {check.shift:.0%}' if check.shift else ''} against {check.n_reference}: the gate fails "
+        f"{check.failed} ({check.rate:.1%}); most often: {most}"
     )
 
 
@@ -988,13 +1020,13 @@ def _quiet_training() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
 
 
-def self_check_main(gates: list[Gate], n_ours: int) -> int:
+def self_check_main(gates: list[Gate], n_ours: int, shift: float = 0.0) -> int:
     """``--self-check``: :func:`reference_self_check` of every selected gate, and the chance that all of them pass
     when each is an independent draw; trains nothing, exit status 0 (2 when a gate has too few seeds)."""
     all_pass = 1.0
     for gate in gates:
         try:
-            check = reference_self_check(gate, load_distribution(gate), n_ours)
+            check = reference_self_check(gate, load_distribution(gate), n_ours, shift=shift)
         except TrajectorySkipped as exc:
             print(f"SKIP {gate.name}: {exc}")
             continue
@@ -1003,7 +1035,8 @@ def self_check_main(gates: list[Gate], n_ours: int) -> int:
             return 2
         print(format_self_check(check))
         all_pass *= 1.0 - check.rate
-    print(f"every gate passes the reference against itself in {all_pass:.1%} of independent draws")
+    lowered = f" lowered {shift:.0%}" if shift else ""
+    print(f"every gate passes the reference{lowered} against itself in {all_pass:.1%} of independent draws")
     return 0
 
 
@@ -1015,7 +1048,7 @@ def gate_main(args: argparse.Namespace) -> int:
         print("trajectory: --seeds must be at least 1", file=sys.stderr)
         return 2
     if args.self_check:
-        return self_check_main(gates, len(seeds))
+        return self_check_main(gates, len(seeds), args.shift)
     _quiet_training()
     import torch
 
@@ -1112,6 +1145,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="gate: train nothing; apply the rule to the reference against itself (its seeds split into --seeds "
         "as ours and the rest) and print how often each gate fails",
+    )
+    parser.add_argument(
+        "--shift",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="--self-check: lower the side in the role of ours by this fraction at every epoch (how often the gate "
+        "catches a curve that much lower)",
     )
     parser.add_argument(
         "--runs-dir",

@@ -431,6 +431,13 @@ def test_self_check_counts_the_splits_the_rule_fails(
     assert trajectory_tool.reference_self_check(GATE, data, n_ours=3, max_splits=7).splits == 7
     with pytest.raises(ValueError, match="cannot be split"):
         trajectory_tool.reference_self_check(GATE, data, n_ours=5)
+    # --shift lowers the side in the role of ours: 20 % lower is caught in every split; lower fails more often
+    spread = {"runs": {str(k): r for k, r in enumerate(_seeds(GATE, 6))}}
+    lowered = trajectory_tool.reference_self_check(GATE, spread, n_ours=3, shift=0.2)
+    assert lowered.failed == lowered.splits == 20 and lowered.shift == 0.2
+    unshifted = trajectory_tool.reference_self_check(GATE, spread, n_ours=3).failed
+    slightly = trajectory_tool.reference_self_check(GATE, spread, n_ours=3, shift=0.02).failed
+    assert unshifted <= slightly < 20
 
     def no_training(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("--self-check trains nothing")
@@ -441,6 +448,23 @@ def test_self_check_counts_the_splits_the_rule_fails(
     out = capsys.readouterr().out
     assert "the gate fails 10 (50.0%)" in out and "in 50.0% of independent draws" in out
     assert trajectory_tool.main(["--task", GATE.name, "--self-check", "--seeds", "5"]) == 2
+    capsys.readouterr()
+    assert trajectory_tool.main(["--task", GATE.name, "--self-check", "--shift", "0.2"]) == 0
+    assert "lowered 20% against 3: the gate fails 20 (100.0%)" in capsys.readouterr().out
+
+
+def test_the_judged_epochs_can_be_fixed() -> None:
+    """``judge_from`` replaces the spread rule's first judged epoch (the self-check judges every split from the
+    full distribution's): a low epoch before it is shown, not judged."""
+    curve = GATE.recipe.curves[0]
+    reference, ours = _seeds(GATE, 5), _seeds(GATE, 3, shift={8: -0.2})
+    assert trajectory_tool.compare_distributions(curve, reference, ours)[1]
+    verdicts, failures = trajectory_tool.compare_distributions(curve, reference, ours, judge_from=9)
+    assert failures == [] and verdicts[8].verdict == "-" and verdicts[9].verdict == "ok"
+    stats = [(m, 0.2 * m if e < 4 else 0.05 * m) for e, m in enumerate(BASE)]
+    assert (
+        trajectory_tool.first_judged_epoch(stats) == 4 and trajectory_tool.first_judged_epoch(stats[:3]) == 3
+    )
 
 
 def test_gate_main_fails_a_broken_recipe(
