@@ -430,7 +430,7 @@ def compare_distributions(
         )
     if curve.gated and first == epochs:
         failures.append(
-            f"{curve.label}: the reference's seed spread exceeds {spread_bound} at the last epoch"
+            f"{curve.label}: the reference's relative seed spread exceeds {spread_bound} at every epoch"
         )
     return verdicts, failures
 
@@ -626,6 +626,12 @@ def run_gate(
         print(format_gate_table(curve, verdicts, len(reference), len(ours)))
         failures += lines
     print(f"{'FAIL' if failures else 'ok':<4} {gate.name}")
+    if failures and len(reference) > len(ours) + 1:
+        # a red gate, priced: how often the same rule fails the reference against itself
+        chance = reference_self_check(gate, data, len(ours))
+        print(
+            f"     the rule fails the reference against itself in {chance.rate:.1%} of {len(ours)}-seed draws"
+        )
     return [f"{gate.name}: {line}" for line in failures]
 
 

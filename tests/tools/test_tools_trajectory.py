@@ -494,6 +494,7 @@ def test_gate_main_fails_a_broken_recipe(
     assert trained == [(0, {"box": 3.75}), (1, {"box": 3.75}), (2, {"box": 3.75})]
     captured = capsys.readouterr()
     assert f"FAIL {GATE.name}" in captured.out and "| LOW" in captured.out
+    assert "the rule fails the reference against itself in 10.0% of 3-seed draws" in captured.out
     assert "final epoch seed mean" in captured.err
     trained.clear()
     assert trajectory_tool.main(["--task", "shapes_yolo26n_obb", "--seeds", "1"]) == 0 and trained == []
