@@ -1167,6 +1167,12 @@ def main(argv: list[str] | None = None) -> int:
         help="gate: keep each seed's scored rows under DIR/<gate>/seed<s>.json and reuse them (same recipe only)",
     )
     args = parser.parse_args(argv)
+    if args.shift and not args.self_check:
+        parser.error(
+            "--shift lowers the side in the role of ours in --self-check; it does not apply to training"
+        )
+    if args.self_check and (args.only or args.checkpoints):
+        parser.error("--self-check judges the distributional gate (--task), not a recorded curve (--only)")
     if args.task is not None and (args.only or args.checkpoints):
         parser.error(
             "--task (the distributional gate) and --only/--checkpoints (a recorded curve) exclude each other"

@@ -451,6 +451,9 @@ def test_self_check_counts_the_splits_the_rule_fails(
     capsys.readouterr()
     assert trajectory_tool.main(["--task", GATE.name, "--self-check", "--shift", "0.2"]) == 0
     assert "lowered 20% against 3: the gate fails 20 (100.0%)" in capsys.readouterr().out
+    for flags in (["--shift", "0.05"], ["--self-check", "--only", RATIO_RECIPES[0].name]):
+        with pytest.raises(SystemExit):
+            trajectory_tool.main(["--task", GATE.name, *flags] if "--only" not in flags else flags)
 
 
 def test_the_judged_epochs_can_be_fixed() -> None:
