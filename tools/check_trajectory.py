@@ -10,7 +10,8 @@ reference's relative seed spread is ≤ :data:`SPREAD_BOUND`: ours' seed mean �
 (:func:`compare_distributions`; docs/TRAINING.md, "Distributional gate"). Every gate prints its per-epoch table
 (both means, both spreads, the limit, the verdict); ``--task all|detect|segment|obb|pose|classify|<gate>`` picks gates,
 ``--runs-dir DIR`` keeps and reuses each seed's scored rows, ``--loss box=3.75`` trains a deliberately broken
-recipe, ``--self-check`` trains nothing and reports how often the rule fails the reference against itself. Usage: ``uv run --no-sync python tools/check_trajectory.py [--task T] [--seeds N] [--threads N]``.
+recipe, ``--self-check`` trains nothing and reports how often the rule fails the reference against itself.
+Usage: ``uv run --no-sync python tools/check_trajectory.py [--task T] [--seeds N] [--threads N]``.
 
 **Recorded curves** (``--only NAME``): one seed of ours against one recorded reference run.
 
@@ -375,6 +376,11 @@ class EpochVerdict:
     verdict: str  # "ok", "LOW", "-" (not judged: the reference's spread is above SPREAD_BOUND), "info"
 
 
+def curve_stats(curve: Curve, runs: list[list[dict[str, Any]]]) -> list[tuple[float, float]]:
+    """Per epoch, the seed mean and sample SD of ``curve`` over ``runs`` (one row list per seed)."""
+    return [_mean_sd([float(rows[e][curve.label]) for rows in runs]) for e in range(len(runs[0]))]
+
+
 def first_judged_epoch(stats: Sequence[tuple[float, ...]], spread_bound: float = SPREAD_BOUND) -> int:
     """The first epoch whose reference relative spread (``stats[e]`` = (mean, sd, …)) is at most ``spread_bound``;
     ``len(stats)`` when there is none."""
@@ -401,11 +407,7 @@ def compare_distributions(
     epochs = len(reference[0])
     if any(len(rows) != epochs for rows in [*reference, *ours]):
         raise ValueError(f"{curve.label}: runs scored different numbers of epochs")
-    stats = []
-    for e in range(epochs):
-        ref_mean, ref_sd = _mean_sd([float(rows[e][curve.label]) for rows in reference])
-        ours_mean, ours_sd = _mean_sd([float(rows[e][curve.label]) for rows in ours])
-        stats.append((ref_mean, ref_sd, ours_mean, ours_sd))
+    stats = [(*r, *o) for r, o in zip(curve_stats(curve, reference), curve_stats(curve, ours), strict=True)]
     first = judge_from if judge_from is not None else first_judged_epoch(stats, spread_bound)
     verdicts, failures = [], []
     n_ref, n_ours = len(reference), len(ours)
@@ -478,12 +480,7 @@ def reference_self_check(
             f"{gate.name}: {len(seeds)} reference seeds cannot be split into {n_ours} and the rest"
         )
     everyone = [data["runs"][s] for s in seeds]
-    judge_from = {
-        c.label: first_judged_epoch(
-            [_mean_sd([float(rows[e][c.label]) for rows in everyone]) for e in range(len(everyone[0]))]
-        )
-        for c in gate.recipe.curves
-    }
+    judge_from = {c.label: first_judged_epoch(curve_stats(c, everyone)) for c in gate.recipe.curves}
     splits = list(itertools.combinations(seeds, n_ours))
     if len(splits) > max_splits:
         splits = random.Random(seed).sample(splits, max_splits)
