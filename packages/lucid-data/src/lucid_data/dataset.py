@@ -42,7 +42,8 @@ from torch.utils.data import Dataset
 
 from lucid_core.geometry.letterbox import LetterboxInfo, letterbox
 from lucid_core.tasks import get_task
-from lucid_data.augment.classify import classify_eval, classify_train, crop_scale
+from lucid_data.augment.classify import classify_eval, crop_scale
+from lucid_data.augment.classify_policies import classify_augment
 from lucid_data.augment.geometry import (
     polygons_to_min_area_rboxes,
     rboxes_to_corners,
@@ -518,7 +519,7 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         if self.augment:
             c = self.config
             hsv = (c.hsv_h, c.hsv_s, c.hsv_v)
-            image = classify_train(
+            image = classify_augment(
                 original,
                 self.imgsz,
                 self.rng_for(index),
@@ -526,6 +527,8 @@ class DetectionDataset(Dataset[dict[str, Any]]):
                 flipud=c.flipud,
                 hsv=hsv,
                 scale=crop_scale(c.scale),
+                auto_augment=c.auto_augment,
+                erasing=c.erasing,
             )
         else:
             image, info = classify_eval(original, self.imgsz)

@@ -21,6 +21,7 @@ import cv2
 import numpy as np
 
 from lucid_data.augment.affine import random_affine, random_affine_matrix, source_region, warp_image
+from lucid_data.augment.classify_policies import check_auto_augment
 from lucid_data.augment.copy_paste import copy_paste_flip
 from lucid_data.augment.flip import flip_horizontal, flip_vertical
 from lucid_data.augment.geometry import warp_targets
@@ -42,7 +43,8 @@ class AugmentConfig:
 
     mosaic 1.0, degrees 0, translate 0.1, scale 0.5, shear 0, perspective 0, hsv_h 0.015, hsv_s 0.7, hsv_v 0.4,
     flipud 0, fliplr 0.5, mixup 0, copy_paste 0, border fill 114, close_mosaic 10 (mosaic is switched off for the
-    last `close_mosaic` epochs).
+    last `close_mosaic` epochs). Classification only (`lucid_data.augment.classify`): auto_augment "randaugment"
+    (None: the HSV jitter instead) and erasing 0.4.
     """
 
     mosaic: float = 1.0
@@ -60,9 +62,12 @@ class AugmentConfig:
     copy_paste: float = 0.0
     fill: int = 114
     close_mosaic: int = 10
+    auto_augment: str | None = "randaugment"
+    erasing: float = 0.4
 
     def __post_init__(self) -> None:
-        for name in ("mosaic", "flipud", "fliplr", "mixup", "copy_paste"):
+        check_auto_augment(self.auto_augment, "AugmentConfig")
+        for name in ("mosaic", "flipud", "fliplr", "mixup", "copy_paste", "erasing"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"AugmentConfig.{name} is a probability in [0, 1], got {value!r}")

@@ -1,0 +1,52 @@
+"""The classification training transform with its policies: :func:`lucid_data.augment.classify.classify_train`
+(random resized crop, flips; the HSV jitter only without ``auto_augment``), then RandAugment
+(``auto_augment="randaugment"``, :func:`lucid_data.augment.randaugment.rand_augment`), then random erasing with
+probability ``erasing`` (:func:`lucid_data.augment.erasing.random_erasing`).
+
+Defaults are the reference's documented classification settings (docs.ultralytics.com/usage/cfg: ``auto_augment``
+randaugment, ``erasing`` 0.4); that its colour jitter is off under RandAugment is measured black box
+(docs/TRAINING.md "Classification"). Every draw comes from the sample's generator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lucid_data.augment.classify import CROP_RATIO, CROP_SCALE, classify_train
+from lucid_data.augment.erasing import random_erasing
+from lucid_data.augment.randaugment import rand_augment
+
+__all__ = ["AUTO_AUGMENT_POLICIES", "check_auto_augment", "classify_augment"]
+
+#: the ``auto_augment`` policies implemented (None: the HSV jitter instead)
+AUTO_AUGMENT_POLICIES = ("randaugment",)
+
+
+def check_auto_augment(policy: str | None, owner: str = "classification augmentation") -> None:
+    """Raise a ValueError naming ``policy`` when it is neither None nor in :data:`AUTO_AUGMENT_POLICIES`."""
+    if policy is not None and policy not in AUTO_AUGMENT_POLICIES:
+        raise ValueError(
+            f"{owner}: auto_augment {policy!r} is not implemented; use one of {list(AUTO_AUGMENT_POLICIES)} or None"
+        )
+
+
+def classify_augment(
+    image: np.ndarray,
+    size: int,
+    rng: np.random.Generator,
+    *,
+    fliplr: float = 0.5,
+    flipud: float = 0.0,
+    hsv: tuple[float, float, float] = (0.015, 0.7, 0.4),
+    scale: tuple[float, float] = CROP_SCALE,
+    ratio: tuple[float, float] = CROP_RATIO,
+    auto_augment: str | None = "randaugment",
+    erasing: float = 0.4,
+) -> np.ndarray:
+    """One classification training sample of the HWC uint8 RGB ``image`` at ``size × size`` (module docstring)."""
+    check_auto_augment(auto_augment)
+    colour = (0.0, 0.0, 0.0) if auto_augment is not None else hsv  # all-zero gains draw nothing
+    out = classify_train(image, size, rng, fliplr=fliplr, flipud=flipud, hsv=colour, scale=scale, ratio=ratio)
+    if auto_augment is not None:
+        out = rand_augment(out, rng)
+    return random_erasing(out, rng, p=erasing)
