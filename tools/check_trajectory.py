@@ -364,6 +364,19 @@ def _mean_sd(values: list[float]) -> tuple[float, float]:
 
 
 @dataclass(frozen=True)
+class GateFailure:
+    """One failed check of one curve: ``check`` names the cell ("epoch 7", "final epoch", "spread"), ``message``
+    gives the figures; ``str()`` is the line the gate prints."""
+
+    curve: str
+    check: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.curve}: {self.message}"
+
+
+@dataclass(frozen=True)
 class EpochVerdict:
     """One epoch of one curve: both seed means and spreads, the lower limit for ours, and the verdict."""
 
@@ -395,7 +408,7 @@ def compare_distributions(
     se_factor: float = SE_FACTOR,
     final_ratio: float = FINAL_RATIO,
     judge_from: int | None = None,
-) -> tuple[list[EpochVerdict], list[str]]:
+) -> tuple[list[EpochVerdict], list[GateFailure]]:
     """Per epoch, ours' seed mean against the reference's (``reference``/``ours``: one row list per seed).
 
     Judged epochs: from the first epoch where the reference's relative spread (sd / mean) is at most
@@ -403,7 +416,7 @@ def compare_distributions(
     must be ``>= ref mean - se_factor * sqrt(sd_ours²/n_ours + sd_ref²/n_ref)``
     (one seed of ours: its sd is taken as the reference's), and at the last epoch ``>= final_ratio × ref mean``.
     ``judge_from`` fixes the first judged epoch instead (:func:`reference_self_check`: the full distribution's).
-    Returns the per-epoch verdicts and one failure line per failed check."""
+    Returns the per-epoch verdicts and one :class:`GateFailure` per failed check."""
     epochs = len(reference[0])
     if any(len(rows) != epochs for rows in [*reference, *ours]):
         raise ValueError(f"{curve.label}: runs scored different numbers of epochs")
@@ -418,21 +431,32 @@ def compare_distributions(
         verdict = "info" if not curve.gated else "-" if not judged else "ok" if ours_mean >= limit else "LOW"
         if verdict == "LOW":
             failures.append(
-                f"{curve.label}: epoch {e} seed mean {ours_mean:.4f} < {limit:.4f} = reference mean "
-                f"{ref_mean:.4f} - {se_factor:g} SE of the difference"
+                GateFailure(
+                    curve.label,
+                    f"epoch {e}",
+                    f"epoch {e} seed mean {ours_mean:.4f} < {limit:.4f} = reference mean {ref_mean:.4f} - "
+                    f"{se_factor:g} SE of the difference",
+                )
             )
         if curve.gated and e == epochs - 1 and ours_mean < final_ratio * ref_mean:
             verdict = "LOW" if verdict == "ok" else verdict
             failures.append(
-                f"{curve.label}: final epoch seed mean {ours_mean:.4f} < {final_ratio} x reference mean "
-                f"{ref_mean:.4f}"
+                GateFailure(
+                    curve.label,
+                    "final epoch",
+                    f"final epoch seed mean {ours_mean:.4f} < {final_ratio} x reference mean {ref_mean:.4f}",
+                )
             )
         verdicts.append(
             EpochVerdict(e, ref_mean, ref_sd, ours_mean, ours_sd, limit if judged else float("nan"), verdict)
         )
     if curve.gated and first == epochs:
         failures.append(
-            f"{curve.label}: the reference's relative seed spread exceeds {spread_bound} at every epoch"
+            GateFailure(
+                curve.label,
+                "spread",
+                f"the reference's relative seed spread exceeds {spread_bound} at every epoch",
+            )
         )
     return verdicts, failures
 
@@ -488,15 +512,15 @@ def reference_self_check(
     for chosen in splits:
         ours = [_scaled(data["runs"][s], 1.0 - shift, gate.recipe.curves) for s in chosen]
         reference = [data["runs"][s] for s in seeds if s not in chosen]
-        lines = [
-            line
+        found = [
+            failure
             for c in gate.recipe.curves
-            for line in compare_distributions(c, reference, ours, judge_from=judge_from[c.label])[1]
+            for failure in compare_distributions(c, reference, ours, judge_from=judge_from[c.label])[1]
         ]
-        failed += bool(lines)
-        for line in lines:
-            check = line.split(" seed mean")[0]
-            cells[check] = cells.get(check, 0) + 1
+        failed += bool(found)
+        for failure in found:
+            cell = f"{failure.curve}: {failure.check}"
+            cells[cell] = cells.get(cell, 0) + 1
     return SelfCheck(gate.name, n_ours, len(seeds) - n_ours, len(splits), failed, cells, shift)
 
 
@@ -619,9 +643,9 @@ def run_gate(
         f"{gate.name}: ours seeds {seeds} vs the reference's {ref_seeds} ({(distribution or gate.distribution).name})"
     )
     for curve in gate.recipe.curves:
-        verdicts, lines = compare_distributions(curve, reference, list(ours.values()))
+        verdicts, found = compare_distributions(curve, reference, list(ours.values()))
         print(format_gate_table(curve, verdicts, len(reference), len(ours)))
-        failures += lines
+        failures += [str(failure) for failure in found]
     print(f"{'FAIL' if failures else 'ok':<4} {gate.name}")
     if failures and len(reference) > len(ours) + 1:
         # a red gate, priced: how often the same rule fails the reference against itself

@@ -347,7 +347,7 @@ def test_gate_judges_from_the_first_epoch_with_a_tight_reference() -> None:
         _, failures = trajectory_tool.compare_distributions(
             curve, reference, _seeds(GATE, 3, shift={5: delta})
         )
-        assert len(failures) == expected and all("epoch 5 " in line for line in failures)
+        assert len(failures) == expected and all(f.check == "epoch 5" for f in failures)
     # an early, unjudged epoch may be anything
     assert trajectory_tool.compare_distributions(curve, reference, _seeds(GATE, 3, shift={1: -0.1}))[1] == []
     # a later epoch whose reference spread is wide again is judged, with its wider SE
@@ -358,7 +358,7 @@ def test_gate_judges_from_the_first_epoch_with_a_tight_reference() -> None:
     wide_verdicts, _ = trajectory_tool.compare_distributions(curve, wide, ours)
     assert wide_verdicts[7].verdict == "ok" and wide_verdicts[7].limit < verdicts[7].limit - 0.1
     _, failures = trajectory_tool.compare_distributions(curve, wide, _seeds(GATE, 3, shift={7: -0.5}))
-    assert len(failures) == 1 and "epoch 7 " in failures[0]
+    assert len(failures) == 1 and failures[0].check == "epoch 7" and "epoch 7 seed mean" in str(failures[0])
     table = trajectory_tool.format_gate_table(curve, verdicts, 5, 3).splitlines()
     assert len(table) == len(BASE) + 2 and "ref sd" in table[1] and table[-1].endswith("| ok")
 
@@ -372,7 +372,7 @@ def test_gate_final_epoch_needs_097_of_the_reference() -> None:
     ref_final = BASE[last] + 0.1
     low = {**up, last: ref_final * (trajectory_tool.FINAL_RATIO - 0.005) - BASE[last]}
     verdicts, failures = trajectory_tool.compare_distributions(curve, reference, _seeds(GATE, 3, 0.0, low))
-    assert len(failures) == 1 and "final epoch" in failures[0] and verdicts[-1].verdict == "LOW"
+    assert len(failures) == 1 and failures[0].check == "final epoch" and verdicts[-1].verdict == "LOW"
     high = {**up, last: ref_final * (trajectory_tool.FINAL_RATIO + 0.005) - BASE[last]}
     assert trajectory_tool.compare_distributions(curve, reference, _seeds(GATE, 3, 0.0, high))[1] == []
 
