@@ -18,7 +18,9 @@ at the recipe's epoch with mosaic already off, so only a side effect on training
 augmentation and data order are left to the distributional gate (lr-0 readings in docs/TRAINING.md). The
 deterministic augmentations are in reach: ``--flip`` flips every image (``fliplr=1`` on both sides), and
 ``--border`` first moves every instance of the fixed batch 60-90 % across one of the four borders, its label cut
-at the image (detect and segment labels), so that the border arithmetic of boxes and masks counts.
+at the image (detect and segment labels), so that the border arithmetic of boxes and masks counts. An
+image-level task (classify) takes the first ``--images`` images of its class folders, the classes in turn, and
+turns its own augmentation off too (``auto_augment`` none, ``erasing`` 0; the crop then keeps the whole image).
 
 Every first-step gradient must agree within :data:`GRAD_RTOL` of its norm plus :data:`GRAD_ATOL` of the total
 norm (float32 summation noise), every EMA tensor within :data:`EMA_RTOL` (float16 storage and rounding); else the
@@ -27,7 +29,7 @@ a bias ahead of a batch norm) are counted, not judged: Adam moves them by full s
 
 Usage: ``uv run --no-sync python tools/check_step_parity.py [--task all|GATE|TASK] [--weights W.pt] [--images 16]
 [--epochs N] [--flip] [--border]`` (``make parity``: every gate, about 4 minutes each on 2 cores). Needs ``../shared/refbench`` (set
-up by its ``setup.sh``); an image-level task is not supported (its dataset is a folder per class).
+up by its ``setup.sh``).
 """
 
 from __future__ import annotations
@@ -65,8 +67,11 @@ GRAD_ATOL = 1e-7
 #: largest relative difference of a judged EMA tensor (ours rounded to float16, as the reference stores it)
 EMA_RTOL = 1e-2
 #: augmentation off, in both trainers' key names (the reference's ``train()`` keys; ours ``AugmentConfig``); the
-#: recipe's ``close_mosaic`` stays, so both trainers still switch mosaic off at that epoch
-AUGMENT_OFF: dict[str, float] = {
+#: recipe's ``close_mosaic`` stays, so both trainers still switch mosaic off at that epoch. ``auto_augment`` and
+#: ``erasing`` are classification's (the dense tasks ignore them)
+AUGMENT_OFF: dict[str, float | None] = {
+    "auto_augment": None,
+    "erasing": 0.0,
     "mosaic": 0.0,
     "hsv_h": 0.0,
     "hsv_s": 0.0,
@@ -261,6 +266,30 @@ def subset_dataset(data_yaml: Path, images: int, out: Path, border_task: str | N
     return result
 
 
+def subset_class_folders(root: Path, images: int, out: Path) -> Path:
+    """The first ``images`` training images of the folder-per-class dataset ``root``, the classes in turn (each
+    class's images in name order), as both the train and val split of a new class-folder dataset ``out``."""
+    train = root / "train"
+    classes = sorted(p for p in train.iterdir() if p.is_dir()) if train.is_dir() else []
+    if not classes:
+        raise FileNotFoundError(f"{root}: no class folders under {train}")
+    per_class = [
+        sorted(p for p in c.iterdir() if p.suffix.lower() in {".jpg", ".jpeg", ".png", ".bmp"})
+        for c in classes
+    ]
+    chosen = [files[k] for k in range(max(map(len, per_class))) for files in per_class if k < len(files)][
+        :images
+    ]
+    if len(chosen) < images:
+        raise ValueError(f"{train}: {len(chosen)} images, --images asks for {images}")
+    for split in ("train", "val"):
+        for image in chosen:
+            folder = out / split / image.parent.name
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(image, folder / image.name)
+    return out
+
+
 class StepRecorder(pl.Callback):
     """Our side of the comparison: the optimiser's state entry after the first step, the EMA after every epoch."""
 
@@ -287,7 +316,7 @@ class StepRecorder(pl.Callback):
 
 
 def run_reference(
-    gate: ct.Gate, weights: Path, data: Path, epochs: int, out: Path, augment: Mapping[str, float]
+    gate: ct.Gate, weights: Path, data: Path, epochs: int, out: Path, augment: Mapping[str, float | None]
 ) -> Path:
     """The reference's ``train()`` from ``weights`` on ``data`` with the deterministic ``augment``; its weights
     folder."""
@@ -304,7 +333,7 @@ def run_reference(
         "name": "reference",
     }
     cmd = [str(rr.REFBENCH), "train", "--threads", "2", "--model", str(model), "--project", str(out)]
-    cmd += [f"{k}={v}" for k, v in settings.items()]
+    cmd += [f"{k}={'null' if v is None else v}" for k, v in settings.items()]
     log = out / "reference.log"
     with open(log, "w", encoding="utf-8") as stream:
         done = subprocess.run(cmd, stdout=stream, stderr=subprocess.STDOUT, check=False)
@@ -314,7 +343,7 @@ def run_reference(
 
 
 def fixed_batch_recipe(
-    gate: ct.Gate, weights: Path, data: Path, epochs: int, augment: Mapping[str, float]
+    gate: ct.Gate, weights: Path, data: Path, epochs: int, augment: Mapping[str, float | None]
 ) -> ct.TrajectoryRecipe:
     """The gate's recipe from ``weights`` on the fixed batch ``data`` for ``epochs``, with ``augment`` only."""
     return replace(
@@ -361,14 +390,18 @@ def check(
 ) -> bool:
     """Both trainers on the same fixed batch from ``weights``; prints the comparison, True when it holds.
     ``flip``: every image flipped left-right; ``border``: the batch's instances moved across the borders."""
-    if get_task(gate.recipe.task).image_level:
-        raise ValueError(f"{gate.name}: an image-level task's folder-per-class dataset is not supported")
     with tempfile.TemporaryDirectory(prefix="lucid-step-parity-") as tmp:
         work = Path(tmp)
         source = ct._data_yaml(gate.recipe, ct.SHARED_DIR)
-        border_task = gate.recipe.task if border else None
-        ours_data = subset_dataset(source, images, work / "ours", border_task)
-        reference_data = subset_dataset(source, images, work / "reference-data", border_task)
+        if get_task(gate.recipe.task).image_level:
+            if border:
+                raise ValueError(f"{gate.name}: --border moves instances; an image-level task has none")
+            ours_data = subset_class_folders(source, images, work / "ours")
+            reference_data = subset_class_folders(source, images, work / "reference-data")
+        else:
+            border_task = gate.recipe.task if border else None
+            ours_data = subset_dataset(source, images, work / "ours", border_task)
+            reference_data = subset_dataset(source, images, work / "reference-data", border_task)
         augment = {**AUGMENT_OFF, "fliplr": 1.0 if flip else 0.0}
         reference_dir = run_reference(gate, weights, reference_data, epochs, work, augment)
         first = read_reference_checkpoint(reference_dir / "epoch0.pt")
@@ -395,10 +428,19 @@ def check(
 
 
 def default_weights(gate: ct.Gate) -> Path:
-    """A mid-run checkpoint of the gate's recorded reference seed 0, else the committed canary of the gate."""
-    recorded = rr.seed_dir(gate, 0) / "weights" / f"epoch{gate.recipe.epochs // 2}.pt"
-    if recorded.is_file():
-        return recorded
+    """A mid-run checkpoint of the gate's lowest recorded reference seed here, else the committed canary of the
+    gate."""
+    middle = f"epoch{gate.recipe.epochs // 2}.pt"
+    recorded = sorted(
+        (
+            p
+            for p in (rr.REF_DIR / gate.name).glob(f"seed*/weights/{middle}")
+            if p.parent.parent.name[4:].isdigit()
+        ),
+        key=lambda p: int(p.parent.parent.name[4:]),
+    )
+    if recorded:
+        return recorded[0]
     for name, owner in rr.CANARIES.items():
         if owner == gate.name:
             return rr.CANARY_DIR / name
@@ -429,11 +471,11 @@ def main(argv: list[str] | None = None) -> int:
         "--border", action="store_true", help="move every instance across a border, cut (detect, segment)"
     )
     args = parser.parse_args(argv)
-    gates = [g for g in ct.select_gates([args.task]) if not get_task(g.recipe.task).image_level]
+    gates = ct.select_gates([args.task])
     if args.border:
         gates = [g for g in gates if g.recipe.task in ("detect", "segment")]
     if not gates:
-        parser.error(f"--task {args.task}: no gate with a box-level task (classification is not supported)")
+        parser.error(f"--task {args.task} --border: no detect or segment gate")
     if args.weights and len(gates) > 1:
         parser.error(f"--weights needs one gate; --task {args.task} selects {len(gates)}")
     if args.weights and not args.weights.is_file():

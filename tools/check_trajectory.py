@@ -702,8 +702,8 @@ def _our_value(result: Any, curve: Curve) -> float:
 def _data_yaml(recipe: TrajectoryRecipe, shared: Path) -> Path:
     if recipe.data.startswith("synth:"):
         return synth_dataset(recipe.data.removeprefix("synth:"), imgsz=recipe.imgsz)
-    data_yaml = shared / recipe.data
-    if not data_yaml.is_file():
+    data_yaml = shared / recipe.data  # a data YAML, or an image-level task's class-folder root
+    if not data_yaml.exists():
         raise TrajectorySkipped(f"{data_yaml} is not present")
     return data_yaml
 

@@ -174,12 +174,38 @@ def test_subset_dataset_with_border_rewrites_both_splits_alike(tmp_path: Path) -
     assert lefts[1] > 0.5  # the second to the right: the borders are taken in turn over the subset
 
 
-def test_command_refuses_classification_and_weights_for_several_gates(
+def test_subset_class_folders_takes_the_classes_in_turn(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    for name, count in (("circle", 3), ("square", 1), ("triangle", 2)):
+        (root / "train" / name).mkdir(parents=True)
+        for k in range(count):
+            (root / "train" / name / f"{name}_{k}.png").write_bytes(b"png")
+    out = step_parity.subset_class_folders(root, 5, tmp_path / "out")
+    for split in ("train", "val"):
+        kept = sorted(str(p.relative_to(out / split)) for p in (out / split).rglob("*.png"))
+        assert kept == [
+            "circle/circle_0.png",
+            "circle/circle_1.png",
+            "square/square_0.png",
+            "triangle/triangle_0.png",
+            "triangle/triangle_1.png",
+        ]
+    with pytest.raises(ValueError, match="6 images, --images asks for 7"):
+        step_parity.subset_class_folders(root, 7, tmp_path / "more")
+    with pytest.raises(FileNotFoundError, match="no class folders"):
+        step_parity.subset_class_folders(tmp_path / "empty", 1, tmp_path / "none")
+
+
+def test_augmentation_off_turns_classifications_own_policies_off() -> None:
+    assert step_parity.AUGMENT_OFF["auto_augment"] is None and step_parity.AUGMENT_OFF["erasing"] == 0.0
+
+
+def test_command_refuses_border_without_instances_and_weights_for_several_gates(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     with pytest.raises(SystemExit):
-        step_parity.main(["--task", "classify"])
-    assert "classification is not supported" in capsys.readouterr().err
+        step_parity.main(["--task", "classify", "--border"])
+    assert "--border: no detect or segment gate" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         step_parity.main(["--task", "all", "--weights", "w.pt"])
     assert "--weights needs one gate" in capsys.readouterr().err
