@@ -1,5 +1,6 @@
-"""RandAugment and random erasing of the classification transform: torchvision's rules exactly, drawn from the
-sample's numpy generator (lucid_data.augment.randaugment / .erasing / .classify_policies)."""
+"""RandAugment, colour jitter and random erasing of the classification transform: torchvision's rules exactly, drawn from the
+sample's numpy generator (lucid_data.augment.randaugment / .color_jitter / .erasing /
+.classify_policies)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from torchvision import transforms
 
 from lucid_data import DetectionDataset, load_dataset
 from lucid_data.augment.classify_policies import classify_augment
+from lucid_data.augment.color_jitter import color_jitter
 from lucid_data.augment.erasing import random_erasing, random_erasing_window
 from lucid_data.augment.pipeline import AugmentConfig
 from lucid_data.augment.randaugment import RANDAUGMENT_OPS, apply_op, op_magnitude, rand_augment
@@ -33,6 +35,9 @@ class TorchDraws:
         if high is None:
             low, high = 0, low
         return int(torch.randint(low, high, (1,)).item())
+
+    def permutation(self, n: int) -> np.ndarray:
+        return torch.randperm(n).numpy()
 
 
 def _image(h: int, w: int, seed: int = 0) -> np.ndarray:
@@ -113,6 +118,28 @@ def test_random_erasing_equals_torchvision_under_the_same_draws(hw: tuple[int, i
     assert 50 < erased < 110  # p = 0.4 of 200
 
 
+@pytest.mark.parametrize("gains", [(0.4, 0.4, 0.7, 0.015), (0.9, 0.9, 0.0, 0.0), (0.0, 0.0, 0.7, 0.0)])
+def test_color_jitter_equals_torchvision_under_the_same_draws(
+    gains: tuple[float, float, float, float],
+) -> None:
+    image = _image(48, 64)
+    chw = torch.from_numpy(image.copy()).permute(2, 0, 1)
+    brightness, contrast, saturation, hue = gains
+    reference = transforms.ColorJitter(
+        brightness=brightness, contrast=contrast, saturation=saturation, hue=hue
+    )
+    with torch.random.fork_rng(devices=[]):
+        for seed in range(40):
+            torch.manual_seed(seed)
+            expected = reference(chw).permute(1, 2, 0).numpy()
+            torch.manual_seed(seed)
+            ours = color_jitter(image, cast(np.random.Generator, TorchDraws()), *gains)
+            np.testing.assert_array_equal(ours, expected, err_msg=f"seed {seed}")
+    assert color_jitter(image, np.random.default_rng(0)) is image  # every gain 0: nothing drawn, nothing done
+    with pytest.raises(ValueError, match="hue must be in"):
+        color_jitter(image, np.random.default_rng(0), hue=0.6)
+
+
 def test_random_erasing_window_bounds() -> None:
     rng = np.random.default_rng(0)
     windows = [random_erasing_window((64, 64), rng) for _ in range(2000)]
@@ -135,7 +162,7 @@ def test_classify_train_policies() -> None:
     jitter_off = classify_augment(
         image, 64, np.random.default_rng(3), auto_augment=None, erasing=0.0, hsv=(0, 0, 0)
     )
-    assert not np.array_equal(plain, jitter_off)  # without it, the HSV jitter applies
+    assert not np.array_equal(plain, jitter_off)  # without it, colour jitter with the HSV gains applies
     erased = classify_augment(np.full((64, 64, 3), 200, np.uint8), 64, np.random.default_rng(0), erasing=1.0)
     assert (erased == 0).all(axis=-1).any()
     with pytest.raises(ValueError, match="auto_augment 'augmix' is not implemented"):

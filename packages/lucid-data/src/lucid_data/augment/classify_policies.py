@@ -1,11 +1,13 @@
-"""The classification training transform with its policies: :func:`lucid_data.augment.classify.classify_train`
-(random resized crop, flips; the HSV jitter only without ``auto_augment``), then RandAugment
-(``auto_augment="randaugment"``, :func:`lucid_data.augment.randaugment.rand_augment`), then random erasing with
-probability ``erasing`` (:func:`lucid_data.augment.erasing.random_erasing`).
+"""The classification training transform with its policies: the random resized crop and flips of
+:func:`lucid_data.augment.classify.classify_train`, then RandAugment (``auto_augment="randaugment"``,
+:func:`lucid_data.augment.randaugment.rand_augment`) or, with ``auto_augment=None``, colour jitter with the HSV
+gains (:func:`lucid_data.augment.color_jitter.color_jitter`: brightness and contrast ``hsv_v``, saturation
+``hsv_s``, hue ``hsv_h``), then random erasing with probability ``erasing``
+(:func:`lucid_data.augment.erasing.random_erasing`).
 
 Defaults are the reference's documented classification settings (docs.ultralytics.com/usage/cfg: ``auto_augment``
-randaugment, ``erasing`` 0.4); that its colour jitter is off under RandAugment is measured black box
-(docs/TRAINING.md "Classification"). Every draw comes from the sample's generator.
+randaugment, ``erasing`` 0.4). That its colour jitter is off under RandAugment, and what it is without, are
+measured black box (docs/TRAINING.md "Classification"). Every draw comes from the sample's generator.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from __future__ import annotations
 import numpy as np
 
 from lucid_data.augment.classify import CROP_RATIO, CROP_SCALE, classify_train
+from lucid_data.augment.color_jitter import color_jitter
 from lucid_data.augment.erasing import random_erasing
 from lucid_data.augment.randaugment import rand_augment
 
 __all__ = ["AUTO_AUGMENT_POLICIES", "check_auto_augment", "classify_augment"]
 
-#: the ``auto_augment`` policies implemented (None: the HSV jitter instead)
+#: the ``auto_augment`` policies implemented (None: colour jitter with the HSV gains instead)
 AUTO_AUGMENT_POLICIES = ("randaugment",)
 
 
@@ -45,8 +48,12 @@ def classify_augment(
 ) -> np.ndarray:
     """One classification training sample of the HWC uint8 RGB ``image`` at ``size × size`` (module docstring)."""
     check_auto_augment(auto_augment)
-    colour = (0.0, 0.0, 0.0) if auto_augment is not None else hsv  # all-zero gains draw nothing
-    out = classify_train(image, size, rng, fliplr=fliplr, flipud=flipud, hsv=colour, scale=scale, ratio=ratio)
+    out = classify_train(
+        image, size, rng, fliplr=fliplr, flipud=flipud, hsv=(0.0, 0.0, 0.0), scale=scale, ratio=ratio
+    )
     if auto_augment is not None:
         out = rand_augment(out, rng)
+    else:
+        hue, sat, value = hsv
+        out = color_jitter(out, rng, brightness=value, contrast=value, saturation=sat, hue=hue)
     return random_erasing(out, rng, p=erasing)

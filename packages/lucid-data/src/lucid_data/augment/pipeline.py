@@ -43,8 +43,8 @@ class AugmentConfig:
 
     mosaic 1.0, degrees 0, translate 0.1, scale 0.5, shear 0, perspective 0, hsv_h 0.015, hsv_s 0.7, hsv_v 0.4,
     flipud 0, fliplr 0.5, mixup 0, copy_paste 0, border fill 114, close_mosaic 10 (mosaic is switched off for the
-    last `close_mosaic` epochs). Classification only (`lucid_data.augment.classify`): auto_augment "randaugment"
-    (None: the HSV jitter instead) and erasing 0.4.
+    last `close_mosaic` epochs). Classification only (`lucid_data.augment.classify_policies`): auto_augment
+    "randaugment" (None: colour jitter with the hsv gains instead) and erasing 0.4.
     """
 
     mosaic: float = 1.0
