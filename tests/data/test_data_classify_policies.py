@@ -13,6 +13,7 @@ import torch
 from torchvision import transforms
 
 from lucid_data import DetectionDataset, load_dataset
+from lucid_data.augment.autoaugment import IMAGENET_POLICY, auto_augment
 from lucid_data.augment.classify_policies import classify_augment
 from lucid_data.augment.color_jitter import color_jitter
 from lucid_data.augment.erasing import random_erasing, random_erasing_window
@@ -25,15 +26,17 @@ class TorchDraws:
     """A stand-in for ``np.random.Generator`` that draws from torch's global generator in torchvision's order, so
     ours and torchvision's transform see the same random numbers under one ``torch.manual_seed``."""
 
-    def random(self) -> float:
-        return float(torch.rand(1).item())
+    def random(self, size: int | None = None) -> Any:
+        return float(torch.rand(1).item()) if size is None else torch.rand((size,)).numpy()
 
     def uniform(self, low: float, high: float) -> float:
         return float(torch.empty(1).uniform_(low, high).item())
 
-    def integers(self, low: int, high: int | None = None) -> int:
+    def integers(self, low: int, high: int | None = None, size: int | None = None) -> Any:
         if high is None:
             low, high = 0, low
+        if size is not None:
+            return torch.randint(low, high, (size,)).numpy()
         return int(torch.randint(low, high, (1,)).item())
 
     def permutation(self, n: int) -> np.ndarray:
@@ -67,6 +70,24 @@ def test_rand_augment_equals_torchvision_under_the_same_draws(hw: tuple[int, int
     assert seen == {name for name, _ in RANDAUGMENT_OPS}  # every op was compared
 
 
+@pytest.mark.parametrize("hw", [(64, 64), (48, 80)])
+def test_auto_augment_equals_torchvision_under_the_same_draws(hw: tuple[int, int]) -> None:
+    image = _image(*hw)
+    chw = torch.from_numpy(image.copy()).permute(2, 0, 1)
+    reference = transforms.AutoAugment()  # ImageNet policy, nearest, black fill
+    policies: set[int] = set()
+    with torch.random.fork_rng(devices=[]):
+        for seed in range(150):
+            torch.manual_seed(seed)
+            expected = reference(chw).permute(1, 2, 0).numpy()
+            torch.manual_seed(seed)
+            ours = auto_augment(image, cast(np.random.Generator, TorchDraws()))
+            np.testing.assert_array_equal(ours, expected, err_msg=f"seed {seed}")
+            torch.manual_seed(seed)
+            policies.add(int(torch.randint(len(IMAGENET_POLICY), (1,)).item()))
+    assert len(policies) == len(IMAGENET_POLICY)  # every sub-policy was compared
+
+
 def test_every_op_changes_or_keeps_pixels_as_its_kind_says() -> None:
     image = torch.from_numpy(_image(64, 64)).permute(2, 0, 1).contiguous()
     for name, signed in RANDAUGMENT_OPS:
@@ -84,8 +105,9 @@ def test_op_magnitude_table() -> None:
     assert op_magnitude("Solarize", 0, 31, (64, 64)) == 255.0
     with pytest.raises(ValueError, match="magnitude must be in"):
         op_magnitude("Rotate", 31, 31, (64, 64))
-    with pytest.raises(ValueError, match="unknown op 'Invert'"):
-        op_magnitude("Invert", 9, 31, (64, 64))
+    assert op_magnitude("Invert", 3, 10, (64, 64)) == 0.0  # AutoAugment's extra op has no magnitude
+    with pytest.raises(ValueError, match="unknown op 'Cutout'"):
+        op_magnitude("Cutout", 9, 31, (64, 64))
 
 
 def test_rand_augment_is_a_function_of_the_generator() -> None:
@@ -165,6 +187,10 @@ def test_classify_train_policies() -> None:
     assert not np.array_equal(plain, jitter_off)  # without it, colour jitter with the HSV gains applies
     erased = classify_augment(np.full((64, 64, 3), 200, np.uint8), 64, np.random.default_rng(0), erasing=1.0)
     assert (erased == 0).all(axis=-1).any()
+    auto = classify_augment(image, 64, np.random.default_rng(3), auto_augment="autoaugment", erasing=0.0)
+    assert auto.shape == (64, 64, 3) and not np.array_equal(
+        auto, classify_augment(image, 64, np.random.default_rng(3))
+    )
     with pytest.raises(ValueError, match="auto_augment 'augmix' is not implemented"):
         classify_augment(image, 64, np.random.default_rng(0), auto_augment="augmix")
 
@@ -173,8 +199,9 @@ def test_augment_config_classification_fields() -> None:
     config = AugmentConfig()
     assert (config.auto_augment, config.erasing) == ("randaugment", 0.4)
     assert AugmentConfig.from_dict({"auto_augment": None}).auto_augment is None
-    with pytest.raises(ValueError, match="auto_augment 'autoaugment' is not implemented"):
-        AugmentConfig(auto_augment="autoaugment")
+    assert AugmentConfig(auto_augment="autoaugment").auto_augment == "autoaugment"
+    with pytest.raises(ValueError, match="auto_augment 'augmix' is not implemented"):
+        AugmentConfig(auto_augment="augmix")
     with pytest.raises(ValueError, match="erasing is a probability"):
         AugmentConfig(erasing=1.2)
 

@@ -1,6 +1,7 @@
 """The classification training transform with its policies: the random resized crop and flips of
 :func:`lucid_data.augment.classify.classify_train`, then RandAugment (``auto_augment="randaugment"``,
-:func:`lucid_data.augment.randaugment.rand_augment`) or, with ``auto_augment=None``, colour jitter with the HSV
+:func:`lucid_data.augment.randaugment.rand_augment`; ``"autoaugment"``: AutoAugment's ImageNet policy,
+:func:`lucid_data.augment.autoaugment.auto_augment`) or, with ``auto_augment=None``, colour jitter with the HSV
 gains (:func:`lucid_data.augment.color_jitter.color_jitter`: brightness and contrast ``hsv_v``, saturation
 ``hsv_s``, hue ``hsv_h``), then random erasing with probability ``erasing``
 (:func:`lucid_data.augment.erasing.random_erasing`).
@@ -12,17 +13,24 @@ measured black box (docs/TRAINING.md "Classification"). Every draw comes from th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
+from lucid_data.augment.autoaugment import auto_augment
 from lucid_data.augment.classify import CROP_RATIO, CROP_SCALE, classify_train
 from lucid_data.augment.color_jitter import color_jitter
 from lucid_data.augment.erasing import random_erasing
 from lucid_data.augment.randaugment import rand_augment
 
-__all__ = ["AUTO_AUGMENT_POLICIES", "check_auto_augment", "classify_augment"]
+__all__ = ["AUTO_AUGMENT_POLICIES", "POLICY_TRANSFORMS", "check_auto_augment", "classify_augment"]
 
-#: the ``auto_augment`` policies implemented (None: colour jitter with the HSV gains instead)
-AUTO_AUGMENT_POLICIES = ("randaugment",)
+#: the ``auto_augment`` policies implemented, by name (None: colour jitter with the HSV gains instead)
+POLICY_TRANSFORMS: dict[str, Callable[[np.ndarray, np.random.Generator], np.ndarray]] = {
+    "randaugment": rand_augment,
+    "autoaugment": auto_augment,
+}
+AUTO_AUGMENT_POLICIES = tuple(POLICY_TRANSFORMS)
 
 
 def check_auto_augment(policy: str | None, owner: str = "classification augmentation") -> None:
@@ -52,7 +60,7 @@ def classify_augment(
         image, size, rng, fliplr=fliplr, flipud=flipud, hsv=(0.0, 0.0, 0.0), scale=scale, ratio=ratio
     )
     if auto_augment is not None:
-        out = rand_augment(out, rng)
+        out = POLICY_TRANSFORMS[auto_augment](out, rng)
     else:
         hue, sat, value = hsv
         out = color_jitter(out, rng, brightness=value, contrast=value, saturation=sat, hue=hue)

@@ -42,7 +42,7 @@ _INTERPOLATION = {"nearest": InterpolationMode.NEAREST, "bilinear": Interpolatio
 
 def op_magnitude(name: str, magnitude: int, num_bins: int, hw: tuple[int, int]) -> float:
     """The unsigned magnitude of op ``name`` at bin ``magnitude`` of ``num_bins`` for an ``hw`` image (torchvision's
-    table, computed in float32 as it is)."""
+    table, computed in float32 as it is; AutoAugment reads it with 10 bins)."""
     if not 0 <= magnitude < num_bins:
         raise ValueError(f"RandAugment: magnitude must be in [0, {num_bins}), got {magnitude}")
     linear = {
@@ -62,7 +62,7 @@ def op_magnitude(name: str, magnitude: int, num_bins: int, hw: tuple[int, int]) 
         return float(8 - (torch.arange(num_bins) / ((num_bins - 1) / 4)).round().int()[magnitude])
     if name == "Solarize":
         return float(torch.linspace(255.0, 0.0, num_bins)[magnitude])
-    if name in ("Identity", "AutoContrast", "Equalize"):
+    if name in ("Identity", "AutoContrast", "Equalize", "Invert"):
         return 0.0
     raise ValueError(f"RandAugment: unknown op {name!r}; known: {[n for n, _ in RANDAUGMENT_OPS]}")
 
@@ -74,7 +74,8 @@ def apply_op(
     interpolation: Literal["nearest", "bilinear"] = "nearest",
 ) -> torch.Tensor:
     """Op ``name`` at the signed ``magnitude`` on a uint8 ``(C, H, W)`` tensor (torchvision's functional ops, black
-    fill; shears about the top-left corner, as torchvision's RandAugment)."""
+    fill; shears about the top-left corner, as torchvision's RandAugment and AutoAugment). The 14 RandAugment ops and
+    AutoAugment's ``Invert``."""
     mode = _INTERPOLATION[interpolation]
     result: torch.Tensor
     if name in ("ShearX", "ShearY"):
@@ -112,6 +113,8 @@ def apply_op(
         result = tvf.autocontrast(image)
     elif name == "Equalize":
         result = tvf.equalize(image)
+    elif name == "Invert":
+        result = tvf.invert(image)
     elif name == "Identity":
         result = image
     else:
