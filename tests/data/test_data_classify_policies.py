@@ -13,6 +13,7 @@ import torch
 from torchvision import transforms
 
 from lucid_data import DetectionDataset, load_dataset
+from lucid_data.augment.augmix import AUGMIX_OPS, augmix
 from lucid_data.augment.autoaugment import IMAGENET_POLICY, auto_augment
 from lucid_data.augment.classify_policies import classify_augment
 from lucid_data.augment.color_jitter import color_jitter
@@ -41,6 +42,9 @@ class TorchDraws:
 
     def permutation(self, n: int) -> np.ndarray:
         return torch.randperm(n).numpy()
+
+    def dirichlet(self, alpha: list[float]) -> np.ndarray:
+        return torch._sample_dirichlet(torch.tensor(alpha).expand(1, -1))[0].numpy()
 
 
 def _image(h: int, w: int, seed: int = 0) -> np.ndarray:
@@ -86,6 +90,23 @@ def test_auto_augment_equals_torchvision_under_the_same_draws(hw: tuple[int, int
             torch.manual_seed(seed)
             policies.add(int(torch.randint(len(IMAGENET_POLICY), (1,)).item()))
     assert len(policies) == len(IMAGENET_POLICY)  # every sub-policy was compared
+
+
+@pytest.mark.parametrize("hw", [(64, 64), (48, 80)])
+def test_augmix_equals_torchvision_under_the_same_draws(hw: tuple[int, int]) -> None:
+    image = _image(*hw)
+    chw = torch.from_numpy(image.copy()).permute(2, 0, 1)
+    reference = transforms.AugMix()  # severity 3, width 3, depth 1-3, alpha 1, all ops, bilinear
+    with torch.random.fork_rng(devices=[]):
+        for seed in range(40):
+            torch.manual_seed(seed)
+            expected = reference(chw).permute(1, 2, 0).numpy()
+            torch.manual_seed(seed)
+            ours = augmix(image, cast(np.random.Generator, TorchDraws()))
+            np.testing.assert_array_equal(ours, expected, err_msg=f"seed {seed}")
+    assert len(AUGMIX_OPS) == 13
+    with pytest.raises(ValueError, match="severity must be in"):
+        augmix(image, np.random.default_rng(0), severity=11)
 
 
 def test_every_op_changes_or_keeps_pixels_as_its_kind_says() -> None:
@@ -191,8 +212,10 @@ def test_classify_train_policies() -> None:
     assert auto.shape == (64, 64, 3) and not np.array_equal(
         auto, classify_augment(image, 64, np.random.default_rng(3))
     )
-    with pytest.raises(ValueError, match="auto_augment 'augmix' is not implemented"):
-        classify_augment(image, 64, np.random.default_rng(0), auto_augment="augmix")
+    mixed = classify_augment(image, 64, np.random.default_rng(3), auto_augment="augmix", erasing=0.0)
+    assert mixed.shape == (64, 64, 3) and not np.array_equal(mixed, auto)
+    with pytest.raises(ValueError, match="auto_augment 'trivialaugment' is not implemented"):
+        classify_augment(image, 64, np.random.default_rng(0), auto_augment="trivialaugment")
 
 
 def test_augment_config_classification_fields() -> None:
@@ -200,8 +223,8 @@ def test_augment_config_classification_fields() -> None:
     assert (config.auto_augment, config.erasing) == ("randaugment", 0.4)
     assert AugmentConfig.from_dict({"auto_augment": None}).auto_augment is None
     assert AugmentConfig(auto_augment="autoaugment").auto_augment == "autoaugment"
-    with pytest.raises(ValueError, match="auto_augment 'augmix' is not implemented"):
-        AugmentConfig(auto_augment="augmix")
+    with pytest.raises(ValueError, match="auto_augment 'trivialaugment' is not implemented"):
+        AugmentConfig(auto_augment="trivialaugment")
     with pytest.raises(ValueError, match="erasing is a probability"):
         AugmentConfig(erasing=1.2)
 

@@ -26,7 +26,7 @@ def test_settings_parse_to_augment_config_values() -> None:
     with pytest.raises(ValueError, match="KEY one of"):
         probe.parse_settings(["colour=1"])
     with pytest.raises(ValueError, match="is not implemented"):
-        probe.parse_settings(["auto_augment=augmix"])
+        probe.parse_settings(["auto_augment=trivialaugment"])
 
 
 def test_our_side_is_a_finite_seeded_reading_that_sees_the_augmentation(tmp_path: Path) -> None:

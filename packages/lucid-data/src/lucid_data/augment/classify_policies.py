@@ -1,7 +1,7 @@
 """The classification training transform with its policies: the random resized crop and flips of
 :func:`lucid_data.augment.classify.classify_train`, then RandAugment (``auto_augment="randaugment"``,
 :func:`lucid_data.augment.randaugment.rand_augment`; ``"autoaugment"``: AutoAugment's ImageNet policy,
-:func:`lucid_data.augment.autoaugment.auto_augment`) or, with ``auto_augment=None``, colour jitter with the HSV
+:func:`lucid_data.augment.autoaugment.auto_augment`; ``"augmix"``: :func:`lucid_data.augment.augmix.augmix`) or, with ``auto_augment=None``, colour jitter with the HSV
 gains (:func:`lucid_data.augment.color_jitter.color_jitter`: brightness and contrast ``hsv_v``, saturation
 ``hsv_s``, hue ``hsv_h``), then random erasing with probability ``erasing``
 (:func:`lucid_data.augment.erasing.random_erasing`).
@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from lucid_data.augment.augmix import augmix
 from lucid_data.augment.autoaugment import auto_augment
 from lucid_data.augment.classify import CROP_RATIO, CROP_SCALE, classify_train
 from lucid_data.augment.color_jitter import color_jitter
@@ -29,6 +30,7 @@ __all__ = ["AUTO_AUGMENT_POLICIES", "POLICY_TRANSFORMS", "check_auto_augment", "
 POLICY_TRANSFORMS: dict[str, Callable[[np.ndarray, np.random.Generator], np.ndarray]] = {
     "randaugment": rand_augment,
     "autoaugment": auto_augment,
+    "augmix": augmix,
 }
 AUTO_AUGMENT_POLICIES = tuple(POLICY_TRANSFORMS)
 
