@@ -1,10 +1,10 @@
 """The classification training transform with its policies: the random resized crop and flips of
-:func:`lucid_data.augment.classify.classify_train`, then RandAugment (``auto_augment="randaugment"``,
-:func:`lucid_data.augment.randaugment.rand_augment`; ``"autoaugment"``: AutoAugment's ImageNet policy,
-:func:`lucid_data.augment.autoaugment.auto_augment`; ``"augmix"``: :func:`lucid_data.augment.augmix.augmix`) or, with ``auto_augment=None``, colour jitter with the HSV
-gains (:func:`lucid_data.augment.color_jitter.color_jitter`: brightness and contrast ``hsv_v``, saturation
-``hsv_s``, hue ``hsv_h``), then random erasing with probability ``erasing``
-(:func:`lucid_data.augment.erasing.random_erasing`).
+:func:`lucid_data.augment.classify.classify_train`, then the ``auto_augment`` policy (:data:`POLICY_TRANSFORMS`:
+``"randaugment"`` :func:`lucid_data.augment.randaugment.rand_augment`, ``"autoaugment"`` the ImageNet policy of
+:func:`lucid_data.augment.autoaugment.auto_augment`, ``"augmix"`` :func:`lucid_data.augment.augmix.augmix`) or,
+with ``auto_augment=None``, colour jitter with the HSV gains (:func:`lucid_data.augment.color_jitter.color_jitter`:
+brightness and contrast ``hsv_v``, saturation ``hsv_s``, hue ``hsv_h``), then random erasing with probability
+``erasing`` (:func:`lucid_data.augment.erasing.random_erasing`).
 
 Defaults are the reference's documented classification settings (docs.ultralytics.com/usage/cfg: ``auto_augment``
 randaugment, ``erasing`` 0.4). That its colour jitter is off under RandAugment, and what it is without, are

@@ -2,9 +2,10 @@
 generator.
 
 With probability ``p`` one rectangle is set to ``value``: up to 10 tries draw an area fraction ``U(scale)`` of the
-image and an aspect ratio (h / w) log-uniform in ``ratio``, ``h = round(√(area·ratio))``, ``w = round(√(area/ratio))``;
-the first with ``h < H`` and ``w < W`` is placed uniformly; when none fits the image is unchanged. Defaults are
-torchvision's (scale (0.02, 0.33), ratio (0.3, 3.3), value 0: black in the 0-1 input the models read).
+image and an aspect ratio (h / w) log-uniform in ``ratio``, ``h = round(√(area·ratio))``,
+``w = round(√(area/ratio))``; the first with ``h < H`` and ``w < W`` is placed uniformly; when none fits the image
+is unchanged. Defaults are torchvision's (scale (0.02, 0.33), ratio (0.3, 3.3), value 0: black in the 0-1 input
+the models read).
 """
 
 from __future__ import annotations
