@@ -4,6 +4,8 @@ sample's numpy generator (lucid_data.augment.randaugment / .color_jitter / .eras
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -56,54 +58,58 @@ def _image(h: int, w: int, seed: int = 0) -> np.ndarray:
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
-@pytest.mark.parametrize("hw", [(64, 64), (48, 80)])
-def test_rand_augment_equals_torchvision_under_the_same_draws(hw: tuple[int, int]) -> None:
-    image = _image(*hw)
+def assert_same_as_torchvision(
+    reference: Callable[[torch.Tensor], torch.Tensor],
+    ours: Callable[[np.ndarray, np.random.Generator], np.ndarray],
+    image: np.ndarray,
+    seeds: int,
+) -> None:
+    """Under each torch seed in ``range(seeds)``, ``ours`` (drawing through :class:`TorchDraws`) gives torchvision's
+    ``reference`` pixels exactly."""
     chw = torch.from_numpy(image.copy()).permute(2, 0, 1)
-    reference = transforms.RandAugment()  # 2 ops, magnitude 9 of 31, nearest, black fill
-    seen: set[str] = set()
     with torch.random.fork_rng(devices=[]):
-        for seed in range(120):
+        for seed in range(seeds):
             torch.manual_seed(seed)
             expected = reference(chw).permute(1, 2, 0).numpy()
             torch.manual_seed(seed)
-            ours = rand_augment(image, cast(np.random.Generator, TorchDraws()))
-            np.testing.assert_array_equal(ours, expected, err_msg=f"seed {seed}")
+            found = ours(image, cast(np.random.Generator, TorchDraws()))
+            np.testing.assert_array_equal(found, expected, err_msg=f"seed {seed}")
+
+
+def first_index_drawn(n: int, seeds: int) -> set[int]:
+    """The first ``torch.randint(n)`` under each torch seed in ``range(seeds)``: which op or policy a transform
+    that draws that first picked."""
+    picked = set()
+    with torch.random.fork_rng(devices=[]):
+        for seed in range(seeds):
             torch.manual_seed(seed)
-            seen.update(RANDAUGMENT_OPS[int(torch.randint(len(RANDAUGMENT_OPS), (1,)).item())][:1])
-    assert seen == {name for name, _ in RANDAUGMENT_OPS}  # every op was compared
+            picked.add(int(torch.randint(n, (1,)).item()))
+    return picked
+
+
+@pytest.mark.parametrize("hw", [(64, 64), (48, 80)])
+def test_rand_augment_equals_torchvision_under_the_same_draws(hw: tuple[int, int]) -> None:
+    # 2 ops, magnitude 9 of 31, nearest, black fill
+    assert_same_as_torchvision(transforms.RandAugment(), rand_augment, _image(*hw), 120)
+    assert first_index_drawn(len(RANDAUGMENT_OPS), 120) == set(
+        range(len(RANDAUGMENT_OPS))
+    )  # every op compared
 
 
 @pytest.mark.parametrize("hw", [(64, 64), (48, 80)])
 def test_auto_augment_equals_torchvision_under_the_same_draws(hw: tuple[int, int]) -> None:
-    image = _image(*hw)
-    chw = torch.from_numpy(image.copy()).permute(2, 0, 1)
-    reference = transforms.AutoAugment()  # ImageNet policy, nearest, black fill
-    policies: set[int] = set()
-    with torch.random.fork_rng(devices=[]):
-        for seed in range(150):
-            torch.manual_seed(seed)
-            expected = reference(chw).permute(1, 2, 0).numpy()
-            torch.manual_seed(seed)
-            ours = auto_augment(image, cast(np.random.Generator, TorchDraws()))
-            np.testing.assert_array_equal(ours, expected, err_msg=f"seed {seed}")
-            torch.manual_seed(seed)
-            policies.add(int(torch.randint(len(IMAGENET_POLICY), (1,)).item()))
-    assert len(policies) == len(IMAGENET_POLICY)  # every sub-policy was compared
+    # ImageNet policy, nearest, black fill
+    assert_same_as_torchvision(transforms.AutoAugment(), auto_augment, _image(*hw), 150)
+    assert first_index_drawn(len(IMAGENET_POLICY), 150) == set(
+        range(len(IMAGENET_POLICY))
+    )  # every sub-policy
 
 
 @pytest.mark.parametrize("hw", [(64, 64), (48, 80)])
 def test_augmix_equals_torchvision_under_the_same_draws(hw: tuple[int, int]) -> None:
     image = _image(*hw)
-    chw = torch.from_numpy(image.copy()).permute(2, 0, 1)
-    reference = transforms.AugMix()  # severity 3, width 3, depth 1-3, alpha 1, all ops, bilinear
-    with torch.random.fork_rng(devices=[]):
-        for seed in range(40):
-            torch.manual_seed(seed)
-            expected = reference(chw).permute(1, 2, 0).numpy()
-            torch.manual_seed(seed)
-            ours = augmix(image, cast(np.random.Generator, TorchDraws()))
-            np.testing.assert_array_equal(ours, expected, err_msg=f"seed {seed}")
+    # severity 3, width 3, depth 1-3, alpha 1, all ops, bilinear
+    assert_same_as_torchvision(transforms.AugMix(), augmix, image, 40)
     assert len(AUGMIX_OPS) == 13
     with pytest.raises(ValueError, match="severity must be in"):
         augmix(image, np.random.default_rng(0), severity=11)
@@ -147,17 +153,9 @@ def test_rand_augment_is_a_function_of_the_generator() -> None:
 @pytest.mark.parametrize("hw", [(64, 64), (40, 72)])
 def test_random_erasing_equals_torchvision_under_the_same_draws(hw: tuple[int, int]) -> None:
     image = _image(*hw)
-    chw = torch.from_numpy(image.copy()).permute(2, 0, 1)
-    reference = transforms.RandomErasing(p=0.4, value=0)
-    erased = 0
-    with torch.random.fork_rng(devices=[]):
-        for seed in range(200):
-            torch.manual_seed(seed)
-            expected = reference(chw).permute(1, 2, 0).numpy()
-            torch.manual_seed(seed)
-            ours = random_erasing(image, cast(np.random.Generator, TorchDraws()), p=0.4)
-            np.testing.assert_array_equal(ours, expected, err_msg=f"seed {seed}")
-            erased += not np.array_equal(ours, image)
+    erase = functools.partial(random_erasing, p=0.4)
+    assert_same_as_torchvision(transforms.RandomErasing(p=0.4, value=0), erase, image, 200)
+    erased = sum(not np.array_equal(erase(image, np.random.default_rng(seed)), image) for seed in range(200))
     assert 50 < erased < 110  # p = 0.4 of 200
 
 
@@ -166,18 +164,11 @@ def test_color_jitter_equals_torchvision_under_the_same_draws(
     gains: tuple[float, float, float, float],
 ) -> None:
     image = _image(48, 64)
-    chw = torch.from_numpy(image.copy()).permute(2, 0, 1)
     brightness, contrast, saturation, hue = gains
     reference = transforms.ColorJitter(
         brightness=brightness, contrast=contrast, saturation=saturation, hue=hue
     )
-    with torch.random.fork_rng(devices=[]):
-        for seed in range(40):
-            torch.manual_seed(seed)
-            expected = reference(chw).permute(1, 2, 0).numpy()
-            torch.manual_seed(seed)
-            ours = color_jitter(image, cast(np.random.Generator, TorchDraws()), *gains)
-            np.testing.assert_array_equal(ours, expected, err_msg=f"seed {seed}")
+    assert_same_as_torchvision(reference, lambda im, rng: color_jitter(im, rng, *gains), image, 40)
     assert color_jitter(image, np.random.default_rng(0)) is image  # every gain 0: nothing drawn, nothing done
     with pytest.raises(ValueError, match="hue must be in"):
         color_jitter(image, np.random.default_rng(0), hue=0.6)
