@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from lucid_data.augment.randaugment import apply_op, op_magnitude
+from lucid_data.augment.tensor_image import to_chw_tensor, to_hwc_array
 
 __all__ = ["AUGMIX_OPS", "augmix", "augmix_magnitude"]
 
@@ -58,14 +59,10 @@ def augmix(
     alpha: float = 1.0,
 ) -> np.ndarray:
     """AugMix of an HWC uint8 RGB ``image`` (module docstring); a new HWC uint8 array."""
-    if image.dtype != np.uint8 or image.ndim != 3:
-        raise ValueError(f"AugMix: expected an HWC uint8 image, got {image.dtype} of shape {image.shape}")
+    batch = to_chw_tensor(image, "AugMix").unsqueeze(0)  # (1, C, H, W) uint8, as torchvision's
     if not 1 <= severity <= _BINS:
         raise ValueError(f"AugMix: severity must be in [1, {_BINS}], got {severity}")
     hw = (int(image.shape[0]), int(image.shape[1]))
-    batch = (
-        torch.from_numpy(image.copy()).permute(2, 0, 1).unsqueeze(0)
-    )  # (1, C, H, W) uint8, as torchvision's
     split = torch.from_numpy(np.asarray(rng.dirichlet([alpha, alpha]), dtype=np.float32))
     weights = torch.from_numpy(np.asarray(rng.dirichlet([alpha] * width), dtype=np.float32)) * split[1]
     mix = split[0] * batch
@@ -78,4 +75,4 @@ def augmix(
                 value = -value
             chain = apply_op(chain, name, value, "bilinear")
         mix.add_(weights[i] * chain)
-    return np.ascontiguousarray(mix[0].to(torch.uint8).permute(1, 2, 0).numpy())
+    return to_hwc_array(mix[0].to(torch.uint8))

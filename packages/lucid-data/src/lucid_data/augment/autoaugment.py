@@ -11,9 +11,9 @@ interpolation, black fill).
 from __future__ import annotations
 
 import numpy as np
-import torch
 
-from lucid_data.augment.randaugment import apply_op, op_magnitude
+from lucid_data.augment.randaugment import RANDAUGMENT_OPS, apply_op, op_magnitude
+from lucid_data.augment.tensor_image import to_chw_tensor, to_hwc_array
 
 __all__ = ["IMAGENET_POLICY", "auto_augment"]
 
@@ -47,27 +47,21 @@ IMAGENET_POLICY: tuple[tuple[tuple[str, float, int | None], tuple[str, float, in
 )
 _BINS = 10
 _SIGNED = frozenset(
-    {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color", "Contrast", "Sharpness"}
-)
+    name for name, signed in RANDAUGMENT_OPS if signed
+)  # Invert (AutoAugment only) is unsigned
 
 
 def auto_augment(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """AutoAugment (ImageNet policy) of an HWC uint8 RGB ``image`` (module docstring); a new HWC uint8 array."""
-    if image.dtype != np.uint8 or image.ndim != 3:
-        raise ValueError(
-            f"AutoAugment: expected an HWC uint8 image, got {image.dtype} of shape {image.shape}"
-        )
+    out = to_chw_tensor(image, "AutoAugment")
     hw = (int(image.shape[0]), int(image.shape[1]))
     policy = IMAGENET_POLICY[int(rng.integers(len(IMAGENET_POLICY)))]
     probs = np.asarray(rng.random(2), dtype=np.float64)
     signs = np.asarray(rng.integers(2, size=2))
-    out = torch.from_numpy(image.copy()).permute(
-        2, 0, 1
-    )  # a copy: the decode cache hands out read-only arrays
     for i, (name, p, bin_index) in enumerate(policy):
         if probs[i] <= p:
             value = op_magnitude(name, bin_index, _BINS, hw) if bin_index is not None else 0.0
             if name in _SIGNED and int(signs[i]) == 0:
                 value = -value
             out = apply_op(out, name, value)
-    return np.ascontiguousarray(out.permute(1, 2, 0).numpy())
+    return to_hwc_array(out)

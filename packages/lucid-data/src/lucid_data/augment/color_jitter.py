@@ -11,8 +11,9 @@ augmentation there, read black box (docs/TRAINING.md "Classification").
 from __future__ import annotations
 
 import numpy as np
-import torch
 from torchvision.transforms import functional as tvf
+
+from lucid_data.augment.tensor_image import to_chw_tensor, to_hwc_array
 
 __all__ = ["color_jitter"]
 
@@ -45,12 +46,10 @@ def color_jitter(
         return image
     order = rng.permutation(4)
     factors = [None if r is None else float(rng.uniform(r[0], r[1])) for r in ranges]
-    out = torch.from_numpy(image.copy()).permute(
-        2, 0, 1
-    )  # a copy: the decode cache hands out read-only arrays
+    out = to_chw_tensor(image, "colour jitter")
     ops = (tvf.adjust_brightness, tvf.adjust_contrast, tvf.adjust_saturation, tvf.adjust_hue)
     for index in order:
         factor = factors[int(index)]
         if factor is not None:
             out = ops[int(index)](out, factor)
-    return np.ascontiguousarray(out.permute(1, 2, 0).numpy())
+    return to_hwc_array(out)

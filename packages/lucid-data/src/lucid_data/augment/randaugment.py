@@ -17,6 +17,8 @@ import torch
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as tvf
 
+from lucid_data.augment.tensor_image import to_chw_tensor, to_hwc_array
+
 __all__ = ["RANDAUGMENT_OPS", "apply_op", "op_magnitude", "rand_augment"]
 
 #: op names in torchvision's order (a draw picks the index); the second item: whether the magnitude gets a sign
@@ -133,18 +135,12 @@ def rand_augment(
 ) -> np.ndarray:
     """RandAugment of an HWC uint8 RGB ``image`` (module docstring); per op one ``rng.integers(14)`` for the op and,
     for a signed op, one ``rng.integers(2)`` for the sign (1: negative). Returns a new HWC uint8 array."""
-    if image.dtype != np.uint8 or image.ndim != 3:
-        raise ValueError(
-            f"RandAugment: expected an HWC uint8 image, got {image.dtype} of shape {image.shape}"
-        )
+    out = to_chw_tensor(image, "RandAugment")
     hw = (int(image.shape[0]), int(image.shape[1]))
-    out = torch.from_numpy(image.copy()).permute(
-        2, 0, 1
-    )  # a copy: the decode cache hands out read-only arrays
     for _ in range(num_ops):
         name, signed = RANDAUGMENT_OPS[int(rng.integers(len(RANDAUGMENT_OPS)))]
         value = op_magnitude(name, magnitude, num_bins, hw)
         if signed and int(rng.integers(2)):
             value = -value
         out = apply_op(out, name, value, interpolation)
-    return np.ascontiguousarray(out.permute(1, 2, 0).numpy())
+    return to_hwc_array(out)
