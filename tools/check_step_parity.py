@@ -430,17 +430,10 @@ def check(
 def default_weights(gate: ct.Gate) -> Path:
     """A mid-run checkpoint of the gate's lowest recorded reference seed here, else the committed canary of the
     gate."""
-    middle = f"epoch{gate.recipe.epochs // 2}.pt"
-    recorded = sorted(
-        (
-            p
-            for p in (rr.REF_DIR / gate.name).glob(f"seed*/weights/{middle}")
-            if p.parent.parent.name[4:].isdigit()
-        ),
-        key=lambda p: int(p.parent.parent.name[4:]),
-    )
-    if recorded:
-        return recorded[0]
+    for seed in rr.recorded_seeds(gate):
+        recorded = rr.seed_dir(gate, seed) / "weights" / f"epoch{gate.recipe.epochs // 2}.pt"
+        if recorded.is_file():
+            return recorded
     for name, owner in rr.CANARIES.items():
         if owner == gate.name:
             return rr.CANARY_DIR / name

@@ -185,6 +185,11 @@ def seed_dir(g: ct.Gate, seed: int) -> Path:
     return REF_DIR / g.name / f"seed{seed}"
 
 
+def recorded_seeds(g: ct.Gate) -> list[int]:
+    """The seeds with a run folder under :data:`REF_DIR` for ``g``, ascending."""
+    return sorted(int(p.name.removeprefix("seed")) for p in (REF_DIR / g.name).glob("seed*") if p.is_dir())
+
+
 def seed_finished(g: ct.Gate, seed: int) -> bool:
     return (seed_dir(g, seed) / "weights" / f"epoch{g.recipe.epochs - 1}.pt").is_file()
 
@@ -298,7 +303,7 @@ def protocol(g: ct.Gate) -> str:
 
 def score(g: ct.Gate, out: Path | None = None) -> Path:
     """Score every recorded seed of ``g`` and write its distribution file (default ``tools/fidelity/<gate>.json``)."""
-    seeds = sorted(int(p.name.removeprefix("seed")) for p in (REF_DIR / g.name).glob("seed*") if p.is_dir())
+    seeds = recorded_seeds(g)
     seeds = [s for s in seeds if seed_finished(g, s)]
     if not seeds:
         raise SystemExit(f"{g.name}: no finished reference run under {REF_DIR / g.name}")
