@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -332,13 +331,7 @@ def run_reference(
         "val": False,
         "name": "reference",
     }
-    cmd = [str(rr.REFBENCH), "train", "--threads", "2", "--model", str(model), "--project", str(out)]
-    cmd += [f"{k}={'null' if v is None else v}" for k, v in settings.items()]
-    log = out / "reference.log"
-    with open(log, "w", encoding="utf-8") as stream:
-        done = subprocess.run(cmd, stdout=stream, stderr=subprocess.STDOUT, check=False)
-    if done.returncode:
-        raise RuntimeError(f"the reference's train() failed (exit {done.returncode}); its log: {log}")
+    rr.refbench_train(model, out, settings, threads=2, log=out / "reference.log")
     return out / "reference" / "weights"
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -98,28 +97,12 @@ def reference_losses(
         "optimizer": "AdamW",
         "workers": 1,
     }
-    values.update({k: "null" if v is None else v for k, v in settings.items()})
+    values.update(settings)
     means = []
     with tempfile.TemporaryDirectory(prefix="lucid-lr0-probe-") as tmp:
         for seed in seeds:
-            cmd = [
-                str(rr.REFBENCH),
-                "train",
-                "--threads",
-                "1",
-                "--model",
-                str(weights.resolve()),
-                "--project",
-                tmp,
-            ]
-            cmd += [f"{k}={v}" for k, v in {**values, "seed": seed, "name": f"s{seed}"}.items()]
-            log = Path(tmp) / f"s{seed}.log"
-            with open(log, "w", encoding="utf-8") as stream:
-                done = subprocess.run(cmd, stdout=stream, stderr=subprocess.STDOUT, check=False)
-            if done.returncode:
-                raise RuntimeError(
-                    f"the reference's train() failed (exit {done.returncode}): {log.read_text()}"
-                )
+            run = {**values, "seed": seed, "name": f"s{seed}"}
+            rr.refbench_train(weights.resolve(), Path(tmp), run, threads=1, log=Path(tmp) / f"s{seed}.log")
             with open(Path(tmp) / f"s{seed}" / "results.csv", encoding="utf-8") as rows:
                 means.append(float(next(csv.DictReader(rows))["train/loss"]))
     return means

@@ -194,6 +194,26 @@ def seed_finished(g: ct.Gate, seed: int) -> bool:
     return (seed_dir(g, seed) / "weights" / f"epoch{g.recipe.epochs - 1}.pt").is_file()
 
 
+def refbench_train(model: Path, project: Path, settings: dict[str, Any], threads: int, log: Path) -> None:
+    """The reference's ``train()`` (``run.sh train``) from ``model`` into ``project`` with ``settings`` (its key
+    names; None is passed as ``null``), its output in ``log``; a failure is a RuntimeError naming the log."""
+    cmd = [
+        str(REFBENCH),
+        "train",
+        "--threads",
+        str(threads),
+        "--model",
+        str(model),
+        "--project",
+        str(project),
+    ]
+    cmd += [f"{k}={'null' if v is None else v}" for k, v in settings.items()]
+    with open(log, "w", encoding="utf-8") as stream:
+        done = subprocess.run(cmd, stdout=stream, stderr=subprocess.STDOUT, check=False)
+    if done.returncode:
+        raise RuntimeError(f"the reference's train() failed (exit {done.returncode}); its log: {log}")
+
+
 def record(g: ct.Gate, seeds: list[int]) -> None:
     """Run the reference's ``train()`` for each unfinished seed, sequentially; its log goes to ``seed<s>.log``."""
     data = dataset_yaml(g)
