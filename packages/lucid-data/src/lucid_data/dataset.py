@@ -56,6 +56,7 @@ from lucid_data.cache import DEFAULT_DECODE_BUFFER_MIB, DEFAULT_MAX_FRACTION, Ra
 from lucid_data.imageio import CorruptImageError, image_size, load_image, verify_image
 from lucid_data.masks import segment_masks
 from lucid_data.opencv_threads import single_threaded_worker
+from lucid_data.order import rank_order, recent_images
 from lucid_data.readers import load_dataset
 from lucid_data.records import DatasetSource, ImageRecord, Task
 from lucid_data.rect import RectBatches, rect_batches, rect_letterbox
@@ -200,7 +201,10 @@ class DetectionDataset(Dataset[dict[str, Any]]):
             self.flip_idx = list(range(self.kpt_shape[0]))  # no flips happen: the order is never used
         self.seed = int(seed)
         self.rank = int(rank)
+        #: ranks sharing the epoch order (`lucid_data.order.rank_order`); set with `rank` by a distributed loader
+        self.world_size = 1
         self.epoch = 0
+        self._orders: dict[tuple[int, int, int], tuple[list[int], dict[int, int]]] = {}
         self.mosaic_enabled = True
         self.mask_ratio = int(mask_ratio)
         self.defer_hsv = bool(defer_hsv)
@@ -255,6 +259,34 @@ class DetectionDataset(Dataset[dict[str, Any]]):
     def close_mosaic(self) -> None:
         """Switch mosaic (and the mixup that rides on it) off for the remaining epochs."""
         self.mosaic_enabled = False
+
+    def _rank_order(self, epoch: int) -> tuple[list[int], dict[int, int]]:
+        """This rank's order of ``epoch`` and each index's first position in it (the last few epochs kept)."""
+        key = (epoch, self.rank, self.world_size)
+        if key not in self._orders:
+            order = rank_order(
+                len(self.records), seed=self.seed, epoch=epoch, rank=self.rank, world_size=self.world_size
+            )
+            first: dict[int, int] = {}
+            for position, image in enumerate(order):
+                first.setdefault(image, position)
+            if len(self._orders) >= 4:
+                self._orders.pop(next(iter(self._orders)))
+            self._orders[key] = (order, first)
+        return self._orders[key]
+
+    def mosaic_partner_pool(self, index: int) -> list[int] | None:
+        """The images a training sample's mosaic partners are drawn from: the `config.mosaic_recent` images this
+        rank's epoch order visits up to `index` (`lucid_data.order.recent_images`); None = any image (setting 0, an
+        index outside this rank's order, or a rank set without its `world_size`)."""
+        size = self.config.mosaic_recent
+        if size <= 0 or not self.records or not 0 <= self.rank < self.world_size:
+            return None
+        order, first = self._rank_order(self.epoch)
+        if index not in first:
+            return None
+        before = self._rank_order(self.epoch - 1)[0] if self.epoch > 0 and first[index] + 1 < size else []
+        return recent_images(order, before, first[index], size)
 
     def rng_for(self, index: int) -> np.random.Generator:
         """The generator of sample `index`: a function of (seed, epoch, index, rank) only."""
@@ -463,6 +495,7 @@ class DetectionDataset(Dataset[dict[str, Any]]):
                 index,
                 self.rng_for(index),
                 mosaic_enabled=self.mosaic_enabled,
+                partner_pool=self.mosaic_partner_pool(index) if self.mosaic_enabled else None,
                 hsv_gains_out=hsv_gains,
                 owned=False,
             )

@@ -387,6 +387,8 @@ class YOLODataModule(pl.LightningDataModule):
         rank, world = self._rank_world() if sharded else (0, 1)
         if hasattr(dataset, "rank"):
             dataset.rank = rank
+        if hasattr(dataset, "world_size"):
+            dataset.world_size = world  # the order its mosaic partners are drawn along (lucid_data.order)
         persistent = persistent and self.workers > 0 and hasattr(dataset, "sample_key")
         sampler = ShardedEpochSampler(
             len(dataset),

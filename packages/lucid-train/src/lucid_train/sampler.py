@@ -1,8 +1,8 @@
 """`ShardedEpochSampler`: one seeded shuffle per epoch, identical on every rank, each rank taking its slice.
 
-The permutation is ``torch.randperm(n, generator=Generator().manual_seed(seed + epoch))`` (the scheme of
-``torch.utils.data.DistributedSampler``), padded by wrapping so every rank gets the same number of samples, then
-strided by rank (``indices[rank::world_size]``); augmentation streams still differ per rank (the dataset is keyed by
+The order is ``lucid_data.order.rank_order``: ``torch.randperm(n, generator=Generator().manual_seed(seed + epoch))``
+(the scheme of ``torch.utils.data.DistributedSampler``), padded by wrapping so every rank gets the same number of
+samples, then strided by rank (``indices[rank::world_size]``), the order the dataset reads for mosaic partners; augmentation streams still differ per rank (the dataset is keyed by
 (seed, epoch, index, rank)). Lightning calls :meth:`ShardedEpochSampler.set_epoch` before every epoch.
 
 ``key`` (optional) maps each index to what the DataLoader hands the dataset (for the training set
@@ -16,8 +16,9 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import torch
 from torch.utils.data import Sampler
+
+from lucid_data.order import epoch_permutation, rank_order
 
 
 class ShardedEpochSampler(Sampler[Any]):
@@ -50,18 +51,23 @@ class ShardedEpochSampler(Sampler[Any]):
 
     def permutation(self) -> list[int]:
         """The epoch's full permutation (the same on every rank), padded to a multiple of ``world_size``."""
-        if self.shuffle:
-            generator = torch.Generator().manual_seed(self.seed + self.epoch)
-            order = torch.randperm(self.num_samples, generator=generator).tolist()
-        else:
-            order = list(range(self.num_samples))
-        total = math.ceil(self.num_samples / self.world_size) * self.world_size
-        while len(order) < total:
-            order += order[: total - len(order)]
-        return order
+        return epoch_permutation(
+            self.num_samples,
+            seed=self.seed,
+            epoch=self.epoch,
+            shuffle=self.shuffle,
+            world_size=self.world_size,
+        )
 
     def __iter__(self) -> Iterator[Any]:
-        indices = self.permutation()[self.rank :: self.world_size]
+        indices = rank_order(
+            self.num_samples,
+            seed=self.seed,
+            epoch=self.epoch,
+            rank=self.rank,
+            world_size=self.world_size,
+            shuffle=self.shuffle,
+        )
         return iter(indices if self.key is None else [self.key(i) for i in indices])
 
     def __len__(self) -> int:

@@ -13,7 +13,7 @@ worker layout.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -43,8 +43,11 @@ class AugmentConfig:
 
     mosaic 1.0, degrees 0, translate 0.1, scale 0.5, shear 0, perspective 0, hsv_h 0.015, hsv_s 0.7, hsv_v 0.4,
     flipud 0, fliplr 0.5, mixup 0, copy_paste 0, border fill 114, close_mosaic 10 (mosaic is switched off for the
-    last `close_mosaic` epochs). Classification only (`lucid_data.augment.classify_policies`): auto_augment
-    "randaugment" (None: colour jitter with the hsv gains instead) and erasing 0.4.
+    last `close_mosaic` epochs). ``mosaic_recent`` N > 0 draws a mosaic's 3 partners from the last N images of the
+    epoch order, the sample's own included (the dataset's ``partner_pool``, as the reference's partners come from
+    recently loaded images: docs/DATA.md, "Mosaic partners"); 0 (default) from every image. Classification only
+    (`lucid_data.augment.classify_policies`): auto_augment "randaugment" (None: colour jitter with the hsv gains
+    instead) and erasing 0.4.
     """
 
     mosaic: float = 1.0
@@ -62,6 +65,7 @@ class AugmentConfig:
     copy_paste: float = 0.0
     fill: int = 114
     close_mosaic: int = 10
+    mosaic_recent: int = 0
     auto_augment: str | None = "randaugment"
     erasing: float = 0.4
 
@@ -74,8 +78,9 @@ class AugmentConfig:
         for name in ("translate", "scale", "hsv_h", "hsv_s", "hsv_v"):
             if getattr(self, name) < 0:
                 raise ValueError(f"AugmentConfig.{name} must be >= 0, got {getattr(self, name)!r}")
-        if self.close_mosaic < 0:
-            raise ValueError(f"AugmentConfig.close_mosaic must be >= 0, got {self.close_mosaic!r}")
+        for name in ("close_mosaic", "mosaic_recent"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"AugmentConfig.{name} must be >= 0, got {getattr(self, name)!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -144,10 +149,15 @@ class AugmentPipeline:
             out=out,
         )
 
-    def _mosaic_sources(self, index: int, rng: np.random.Generator) -> list[tuple[np.ndarray, Targets]]:
-        """The sample's image and 3 random partners; an index drawn twice is loaded once (the loader's result
-        is only read: same bytes, one decode)."""
-        partners = rng.integers(0, self.num_images, 3)
+    def _mosaic_sources(
+        self, index: int, rng: np.random.Generator, pool: Sequence[int] | None
+    ) -> list[tuple[np.ndarray, Targets]]:
+        """The sample's image and 3 random partners from ``pool`` (None: every image); an index drawn twice is
+        loaded once (the loader's result is only read: same bytes, one decode)."""
+        if pool is None:
+            partners = [int(i) for i in rng.integers(0, self.num_images, 3)]
+        else:
+            partners = [int(pool[int(j)]) for j in rng.integers(0, len(pool), 3)]
         once: dict[int, tuple[np.ndarray, Targets]] = {}
         for i in (index, *partners):
             if int(i) not in once:
@@ -155,12 +165,17 @@ class AugmentPipeline:
         return [once[int(i)] for i in (index, *partners)]
 
     def base(
-        self, index: int, rng: np.random.Generator, *, mosaic_enabled: bool
+        self,
+        index: int,
+        rng: np.random.Generator,
+        *,
+        mosaic_enabled: bool,
+        partner_pool: Sequence[int] | None = None,
     ) -> tuple[np.ndarray, Targets]:
         """Mosaic (or letterbox) + copy-paste + random affine: an imgsz x imgsz image and its targets."""
         c = self.config
         if mosaic_enabled and c.mosaic > 0 and rng.random() < c.mosaic:
-            loaded = self._mosaic_sources(index, rng)
+            loaded = self._mosaic_sources(index, rng, partner_pool)
             image, targets = mosaic4(
                 [x[0] for x in loaded], [x[1] for x in loaded], rng, self.imgsz, fill=c.fill
             )
@@ -171,7 +186,12 @@ class AugmentPipeline:
         return self._affine(image, targets, rng)
 
     def _base_rgba(
-        self, index: int, rng: np.random.Generator, *, mosaic_enabled: bool
+        self,
+        index: int,
+        rng: np.random.Generator,
+        *,
+        mosaic_enabled: bool,
+        partner_pool: Sequence[int] | None = None,
     ) -> tuple[np.ndarray, Targets]:
         """`base` without copy-paste (p 0: it draws nothing), the mosaic built and warped as RGBA in this
         thread's reused buffers: the same random draws in the same order and the same RGB bytes (tested), on
@@ -179,7 +199,7 @@ class AugmentPipeline:
         be a 4-channel view of a scratch buffer: `__call__` turns it into a new RGB array at once."""
         c = self.config
         if mosaic_enabled and c.mosaic > 0 and rng.random() < c.mosaic:
-            loaded = self._mosaic_sources(index, rng)
+            loaded = self._mosaic_sources(index, rng, partner_pool)
             images = [x[0] for x in loaded]
             s = self.imgsz
             if all(im.ndim == 3 and im.shape[2] == 3 and im.dtype == np.uint8 for im in images):
@@ -226,6 +246,7 @@ class AugmentPipeline:
         rng: np.random.Generator,
         *,
         mosaic_enabled: bool = True,
+        partner_pool: Sequence[int] | None = None,
         hsv_gains_out: list[np.ndarray] | None = None,
         owned: bool = True,
     ) -> tuple[np.ndarray, Targets]:
@@ -236,12 +257,16 @@ class AugmentPipeline:
         call (the dataset copies it into its CHW tensor at once, which saves a full-image copy)."""
         c = self.config
         if c.mixup == 0 and c.copy_paste == 0:  # the defaults: the buffered RGBA path, same draws and bytes
-            image, targets = self._base_rgba(index, rng, mosaic_enabled=mosaic_enabled)
+            image, targets = self._base_rgba(
+                index, rng, mosaic_enabled=mosaic_enabled, partner_pool=partner_pool
+            )
         else:
-            image, targets = self.base(index, rng, mosaic_enabled=mosaic_enabled)
+            image, targets = self.base(index, rng, mosaic_enabled=mosaic_enabled, partner_pool=partner_pool)
             if c.mixup > 0 and rng.random() < c.mixup:
                 partner = int(rng.integers(0, self.num_images))
-                image2, targets2 = self.base(partner, rng, mosaic_enabled=mosaic_enabled)
+                image2, targets2 = self.base(
+                    partner, rng, mosaic_enabled=mosaic_enabled, partner_pool=partner_pool
+                )
                 image, targets = mixup(image, targets, image2, targets2, rng)
         scratch = image.ndim == 3 and image.shape[2] == 4
         if hsv_gains_out is not None:  # deferred: the worker path's draw, no pixel work

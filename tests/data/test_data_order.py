@@ -1,0 +1,123 @@
+"""lucid_data.order: the epoch order a training set is visited in, and the recent images mosaic partners come
+from; DetectionDataset draws every mosaic partner from that pool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from lucid_data.augment import AugmentConfig
+from lucid_data.dataset import DetectionDataset
+from lucid_data.order import epoch_permutation, rank_order, recent_images
+from lucid_data.synth import synthesize
+
+
+def test_epoch_permutation_is_distributed_samplers_shuffle_padded_by_wrapping() -> None:
+    expected = torch.randperm(10, generator=torch.Generator().manual_seed(3 + 2)).tolist()
+    assert epoch_permutation(10, seed=3, epoch=2) == expected
+    padded = epoch_permutation(10, seed=3, epoch=2, world_size=4)
+    assert padded == expected + expected[:2]
+    assert epoch_permutation(5, seed=0, epoch=0, shuffle=False) == [0, 1, 2, 3, 4]
+
+
+def test_ranks_split_the_padded_order_and_together_visit_every_index() -> None:
+    orders = [rank_order(10, seed=1, epoch=4, rank=r, world_size=3) for r in range(3)]
+    assert {len(o) for o in orders} == {4}
+    assert set().union(*orders) == set(range(10))
+    with pytest.raises(ValueError, match="rank 3 is outside world_size 3"):
+        rank_order(10, seed=1, epoch=4, rank=3, world_size=3)
+
+
+def test_recent_images_end_at_the_sample_and_reach_back_into_the_previous_epoch() -> None:
+    order, before = [5, 1, 4, 0, 2, 3], [3, 0, 2, 5, 4, 1]
+    assert recent_images(order, before, 4, 3) == [4, 0, 2]
+    assert recent_images(order, before, 1, 4) == [4, 1, 5, 1]  # two of this epoch, two from the previous one
+    assert recent_images(order, [], 1, 4) == [5, 1]  # the first epoch starts with fewer
+    assert recent_images(order, before, 0, 100) == [*before, 5]
+    with pytest.raises(ValueError, match="position 6 is outside an order of 6"):
+        recent_images(order, before, 6, 3)
+    with pytest.raises(ValueError, match="size: expected >= 1"):
+        recent_images(order, before, 0, 0)
+
+
+@pytest.fixture(scope="module")
+def detect_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return synthesize(
+        "detect", tmp_path_factory.mktemp("synth") / "detect", n_train=24, n_val=2, imgsz=48, seed=5
+    )
+
+
+def _loaded_by_sample(ds: DetectionDataset, index: int) -> list[int]:
+    loaded: list[int] = []
+    load = ds.pipeline.load
+
+    def spy(i: int) -> object:
+        loaded.append(int(i))
+        return load(i)
+
+    ds.pipeline.load = spy
+    try:
+        ds[index]
+    finally:
+        ds.pipeline.load = load
+    return loaded
+
+
+@pytest.mark.parametrize("epoch", [0, 3])
+def test_mosaic_partners_come_from_the_recent_images_of_the_epoch_order(
+    detect_root: Path, epoch: int
+) -> None:
+    config = AugmentConfig(mosaic=1.0, mosaic_recent=5)
+    ds = DetectionDataset(detect_root, imgsz=48, augment=True, augment_config=config, seed=2)
+    ds.set_epoch(epoch)
+    order = rank_order(len(ds), seed=2, epoch=epoch)
+    seen_outside_window = False
+    for position, index in enumerate(order):
+        pool = ds.mosaic_partner_pool(index)
+        assert pool is not None and pool[-1] == index
+        assert len(pool) == (min(position + 1, 5) if epoch == 0 else 5)
+        this_epoch = order[max(0, position - 4) : position + 1]
+        assert pool[len(pool) - len(this_epoch) :] == this_epoch
+        loaded = _loaded_by_sample(ds, index)
+        assert set(loaded) <= set(pool), (index, loaded, pool)
+        seen_outside_window |= any(i not in order[: position + 1] for i in pool)
+    assert seen_outside_window == (epoch > 0)  # later epochs start with the previous epoch's last images
+
+
+def test_mosaic_recent_0_draws_partners_from_every_image(detect_root: Path) -> None:
+    ds = DetectionDataset(
+        detect_root, imgsz=48, augment=True, augment_config=AugmentConfig(mosaic_recent=0), seed=2
+    )
+    assert ds.mosaic_partner_pool(0) is None
+    partners = {i for index in range(len(ds)) for i in _loaded_by_sample(ds, index)}
+    assert len(partners) > 12  # drawn over the whole set, not a window of 5 around each sample
+
+
+def test_the_pool_follows_the_rank_of_a_distributed_loader(detect_root: Path) -> None:
+    ds = DetectionDataset(
+        detect_root, imgsz=48, augment=True, augment_config=AugmentConfig(mosaic_recent=3), seed=2
+    )
+    ds.rank, ds.world_size = 1, 2
+    order = rank_order(len(ds), seed=2, epoch=0, rank=1, world_size=2)
+    assert ds.mosaic_partner_pool(order[4]) == order[2:5]
+    other = next(i for i in range(len(ds)) if i not in order)
+    assert ds.mosaic_partner_pool(other) is None  # not this rank's image: drawn from every image
+
+
+def test_negative_mosaic_recent_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"AugmentConfig\.mosaic_recent must be >= 0, got -1"):
+        AugmentConfig(mosaic_recent=-1)
+
+
+def test_samples_stay_a_function_of_seed_epoch_index_rank(detect_root: Path) -> None:
+    config = AugmentConfig(mosaic_recent=4)
+    a = DetectionDataset(detect_root, imgsz=48, augment=True, augment_config=config, seed=9)
+    b = DetectionDataset(detect_root, imgsz=48, augment=True, augment_config=config, seed=9)
+    a.set_epoch(2)
+    b.set_epoch(2)
+    for index in (7, 0, 13):  # any visiting order gives the same sample
+        assert torch.equal(a[index]["image"], b[index]["image"])
+    assert np.array_equal(a[3]["targets"].boxes, b[3]["targets"].boxes)
