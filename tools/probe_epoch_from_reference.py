@@ -1,0 +1,198 @@
+"""One epoch of ours from the reference's full training state at the end of an epoch, against the reference's own.
+
+A reference per-epoch checkpoint (``save_period=1``: ``weights/epoch<N>.pt`` of a recorded gate seed) holds the EMA
+weights, the optimiser's state (AdamW moments and step count, per parameter group) and the EMA update count. From
+that state ours trains epoch N + 1 of the gate's recipe: the checkpoint's weights, its optimiser state mapped to
+our parameters by name, its EMA count, the epoch's learning rate (the linear schedule's value at N + 1, no
+warm-up), mosaic on or closed as the recipe has it at N + 1, and the YOLO26 branch weights after N + 1 updates.
+Ours' score after that epoch is printed beside the reference's recorded epoch N + 1 (its run continued from the
+raw model; a reference resumed from the same checkpoint, ``resume=True``, gives the same within seed noise:
+docs/TRAINING.md). Equal means, seed by seed, say ours trains that epoch as the reference does from the same
+state; a gap says the step differs. ``--set KEY=VALUE`` changes an augmentation setting of ours only.
+
+Usage: ``uv run --no-sync python tools/probe_epoch_from_reference.py --gate shapes_yolo26n_obb --epoch 6
+[--seeds 3 4 5] [--set mosaic_recent=128]`` (reference checkpoints under ``runs/fidelity/ref/<gate>/seed<s>``, as
+tools/record_reference.py leaves them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+
+from lucid_core.interop.reference import read_reference_checkpoint, reference_to_lucid_key
+from lucid_core.interop.unpickler import StandInModule
+from lucid_core.loss.schedule import BranchWeightSchedule
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import check_trajectory as ct  # tools/ is not a package: the directory is on sys.path
+import record_reference as rr
+from probe_classify_augment import parse_settings
+
+#: reference module classes whose weights go to the undecayed "bn" group (as our optimiser's routing)
+NORM_CLASSES = frozenset({"BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm"})
+
+
+def reference_group_names(root: StandInModule) -> dict[str, list[str]]:
+    """The reference's parameter names per optimiser group ("weight", "bn", "bias"), in its module order: a name
+    containing ``bias`` is a bias, a normalisation layer's weight is "bn", any other "weight" (the frozen DFL
+    integral of a ``reg_max > 1`` head is left out, as the reference's optimiser leaves it)."""
+    groups: dict[str, list[str]] = {"weight": [], "bn": [], "bias": []}
+    seen: set[int] = set()
+
+    def visit(module: StandInModule, prefix: str) -> None:
+        if id(module) in seen:
+            return
+        seen.add(id(module))
+        for name, value in (module.__dict__.get("_parameters") or {}).items():
+            full = f"{prefix}.{name}" if prefix else name
+            if value is None or ".dfl." in f".{full}":
+                continue
+            if "bias" in full:
+                groups["bias"].append(full)
+            elif module.class_name in NORM_CLASSES or name == "logit_scale":
+                groups["bn"].append(full)
+            else:
+                groups["weight"].append(full)
+        for child_name, child in module.children().items():
+            visit(child, f"{prefix}.{child_name}" if prefix else child_name)
+
+    visit(root, "")
+    return groups
+
+
+def load_reference_optimizer(optimizer: torch.optim.Optimizer, checkpoint: dict[str, Any]) -> int:
+    """Copy the checkpoint's optimiser state into ``optimizer`` (our groups carry ``param_group`` and
+    ``param_names``), parameter by parameter through the names; returns how many were set. A group, name or shape
+    that does not match is a ValueError naming it."""
+    reference = checkpoint["optimizer"]
+    names = reference_group_names(checkpoint["ema"])
+    ours: dict[str, tuple[str, torch.nn.Parameter]] = {}
+    for group in optimizer.param_groups:
+        for name, param in zip(group["param_names"], group["params"], strict=True):
+            ours[name] = (group["param_group"], param)
+    count = 0
+    for group in reference["param_groups"]:
+        kind = group["param_group"]
+        if len(names[kind]) != len(group["params"]):
+            raise ValueError(
+                f"group {kind}: {len(group['params'])} reference parameters, {len(names[kind])} named"
+            )
+        for name, index in zip(names[kind], group["params"], strict=True):
+            key = reference_to_lucid_key(name)
+            if key not in ours or ours[key][0] != kind:
+                raise ValueError(f"{name} ({kind}): no such parameter in our {kind} group")
+            state = reference["state"][index]
+            param = ours[key][1]
+            if state["exp_avg"].shape != param.shape:
+                raise ValueError(
+                    f"{name}: reference moments {tuple(state['exp_avg'].shape)}, ours {tuple(param.shape)}"
+                )
+            optimizer.state[param] = {
+                k: v.clone().to(param.dtype) if k != "step" else v.clone() for k, v in state.items()
+            }
+            count += 1
+    if count != len(ours):
+        raise ValueError(f"{count} of our {len(ours)} parameters got the reference's state")
+    return count
+
+
+def epoch_lr(optimizer: dict[str, Any], epoch: int, epochs: int) -> float:
+    """The linear schedule's lr of ``epoch`` (after warm-up): lr0 · ((1 − e/E)(1 − lrf) + lrf)."""
+    lrf = float(optimizer.get("lrf", 0.01))
+    return float(optimizer["lr0"]) * ((1 - epoch / epochs) * (1 - lrf) + lrf)
+
+
+class ReferenceState(pl.Callback):
+    """At the start of training: the checkpoint's optimiser state, EMA count and the branch weights of ``epoch``."""
+
+    def __init__(self, checkpoint: dict[str, Any], epoch: int, epochs: int) -> None:
+        self.checkpoint, self.epoch, self.epochs = checkpoint, epoch, epochs
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        load_reference_optimizer(trainer.optimizers[0], self.checkpoint)
+        pl_module.ema.updates = int(self.checkpoint["updates"])
+        schedule = getattr(pl_module.criterion, "schedule", None)
+        if isinstance(schedule, BranchWeightSchedule):
+            pl_module.criterion.schedule = BranchWeightSchedule(
+                self.epochs, schedule.o2m_init, schedule.o2m_final, updates=self.epoch
+            )
+
+
+def train_from(gate: ct.Gate, path: Path, epoch: int, settings: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Ours' row after training ``epoch`` from the reference checkpoint ``path`` (its end of ``epoch - 1``), our
+    data order and augmentation drawn with ``seed``."""
+    base = gate.recipe
+    checkpoint = read_reference_checkpoint(path)
+    closed = epoch >= base.epochs - int(base.augment.get("close_mosaic", 10))
+    recipe = replace(
+        base,
+        epochs=1,
+        seed=seed,
+        weights=str(path.resolve()),
+        optimizer={
+            **base.optimizer,
+            "lr0": epoch_lr(base.optimizer, epoch, base.epochs),
+            "lrf": 1.0,
+            "warmup_epochs": 0.0,
+        },
+        augment={**base.augment, **settings, "close_mosaic": 1 if closed else 0},
+    )
+    return ct.train_and_score(recipe, callbacks=[ReferenceState(checkpoint, epoch, base.epochs)])[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gate", required=True, choices=[g.name for g in ct.select_gates(["all"])])
+    parser.add_argument(
+        "--epoch", type=int, required=True, help="the reference checkpoint's epoch N (ours trains N+1)"
+    )
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", help="reference seeds (default: every one with checkpoints)"
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="an augmentation setting of ours"
+    )
+    args = parser.parse_args(argv)
+    gate = ct.select_gates([args.gate])[0]
+    if not 0 <= args.epoch < gate.recipe.epochs - 1:
+        parser.error(f"--epoch {args.epoch}: expected 0 .. {gate.recipe.epochs - 2} for {gate.name}")
+    try:
+        settings = parse_settings(args.set)
+    except ValueError as exc:
+        parser.error(str(exc))
+    seeds = args.seeds or sorted(
+        s
+        for s in rr.recorded_seeds(gate)
+        if (rr.seed_dir(gate, s) / "weights" / f"epoch{args.epoch}.pt").is_file()
+    )
+    recorded = ct.load_distribution(gate)["runs"]
+    label = gate.recipe.curves[0].label
+    gaps = []
+    for seed in seeds:
+        path = rr.seed_dir(gate, seed) / "weights" / f"epoch{args.epoch}.pt"
+        if not path.is_file():
+            parser.error(f"{path}: no such reference checkpoint")
+        row = train_from(gate, path, args.epoch + 1, settings, seed)  # the reference seed's number as ours
+        theirs = float(recorded[str(seed)][args.epoch + 1][label])
+        gaps.append(float(row[label]) - theirs)
+        print(
+            f"seed {seed}: {label} at epoch {args.epoch + 1}: reference {theirs:.4f}, ours from its epoch-{args.epoch} "
+            f"state {row[label]:.4f} (reference at epoch {args.epoch}: {recorded[str(seed)][args.epoch][label]:.4f})"
+        )
+    if len(gaps) > 1:
+        se = statistics.stdev(gaps) / math.sqrt(len(gaps))
+        print(f"ours - reference over {len(gaps)} seeds: {statistics.mean(gaps):+.4f} (SE {se:.4f})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
