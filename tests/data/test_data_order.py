@@ -107,9 +107,13 @@ def test_the_pool_follows_the_rank_of_a_distributed_loader(detect_root: Path) ->
     assert ds.mosaic_partner_pool(other) is None  # not this rank's image: drawn from every image
 
 
-def test_negative_mosaic_recent_is_refused_by_name() -> None:
+def test_mosaic_recent_is_a_count() -> None:
     with pytest.raises(ValueError, match=r"AugmentConfig\.mosaic_recent must be >= 0, got -1"):
         AugmentConfig(mosaic_recent=-1)
+    with pytest.raises(ValueError, match=r"AugmentConfig\.mosaic_recent is a count, got 2\.5"):
+        AugmentConfig(mosaic_recent=2.5)  # type: ignore[arg-type]
+    assert AugmentConfig(mosaic_recent=128.0).mosaic_recent == 128  # type: ignore[arg-type]
+    assert type(AugmentConfig(close_mosaic=3.0).close_mosaic) is int  # type: ignore[arg-type]
 
 
 def test_samples_stay_a_function_of_seed_epoch_index_rank(detect_root: Path) -> None:

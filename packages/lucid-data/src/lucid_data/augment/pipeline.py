@@ -79,8 +79,13 @@ class AugmentConfig:
             if getattr(self, name) < 0:
                 raise ValueError(f"AugmentConfig.{name} must be >= 0, got {getattr(self, name)!r}")
         for name in ("close_mosaic", "mosaic_recent"):
+            value = getattr(self, name)
+            if isinstance(value, float) and value.is_integer():
+                setattr(self, name, int(value))  # a count given as 128.0 (a parsed number) is the count
+            elif isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"AugmentConfig.{name} is a count, got {value!r}")
             if getattr(self, name) < 0:
-                raise ValueError(f"AugmentConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+                raise ValueError(f"AugmentConfig.{name} must be >= 0, got {value!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
