@@ -6,21 +6,28 @@ that state ours trains epoch N + 1 of the gate's recipe: the checkpoint's weight
 our parameters by name, its EMA count, the epoch's learning rate (the linear schedule's value at N + 1, no
 warm-up), mosaic on or closed as the recipe has it at N + 1, and the YOLO26 branch weights after N + 1 updates.
 Ours' score after that epoch is printed beside the reference's recorded epoch N + 1 (its run continued from the
-raw model; a reference resumed from the same checkpoint, ``resume=True``, gives the same within seed noise:
-docs/TRAINING.md). Equal means, seed by seed, say ours trains that epoch as the reference does from the same
-state; a gap says the step differs. ``--set KEY=VALUE`` changes an augmentation setting of ours only.
+raw model). ``--against resumed`` also runs the reference itself from the same checkpoint (``resume=True``, one
+epoch, then stopped) and compares with that: both sides then start from the same state. Equal means, seed by
+seed, say ours trains that epoch as the reference does from the same state; a gap says the step differs.
+``--set KEY=VALUE`` changes an augmentation setting of ours only.
 
 Usage: ``uv run --no-sync python tools/probe_epoch_from_reference.py --gate shapes_yolo26n_obb --epoch 6
-[--seeds 3 4 5] [--set mosaic_recent=128]`` (reference checkpoints under ``runs/fidelity/ref/<gate>/seed<s>``, as
-tools/record_reference.py leaves them).
+[--seeds 3 4 5] [--set mosaic_recent=128] [--against resumed]`` (reference checkpoints under
+``runs/fidelity/ref/<gate>/seed<s>``, as tools/record_reference.py leaves them; resumed checkpoints are kept under
+``runs/fidelity/resumed/<gate>/seed<s>/`` and reused).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import shutil
+import signal
 import statistics
+import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +46,8 @@ from probe_classify_augment import parse_settings
 
 #: reference module classes whose weights go to the undecayed "bn" group (as our optimiser's routing)
 NORM_CLASSES = frozenset({"BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm"})
+#: where ``--against resumed`` keeps the reference's resumed checkpoints (``<gate>/seed<s>/epoch<N+1>.pt``)
+RESUMED_DIR = rr.RUNS_DIR / "resumed"
 
 
 def reference_group_names(root: StandInModule) -> dict[str, list[str]]:
@@ -149,6 +158,87 @@ def train_from(gate: ct.Gate, path: Path, epoch: int, settings: dict[str, Any], 
     return ct.train_and_score(recipe, callbacks=[ReferenceState(checkpoint, epoch, base.epochs)])[0]
 
 
+def aside_path(run: Path) -> Path:
+    """Where :func:`prepare_resume` keeps a recorded run folder (a name ``recorded_seeds`` does not list)."""
+    return run.with_name(f".{run.name}.recorded")
+
+
+def restore_run(run: Path) -> None:
+    """Put back a run folder that :func:`prepare_resume` set aside, dropping what the resumed run wrote in its
+    place; nothing happens when none is set aside (so it also repairs a probe that was killed)."""
+    aside = aside_path(run)
+    if aside.is_dir():
+        if run.exists():
+            shutil.rmtree(run)
+        aside.rename(run)
+
+
+def prepare_resume(run: Path, epoch: int) -> None:
+    """Set the recorded run folder ``run`` aside and leave in its place what the reference's ``resume=True`` reads
+    to continue after ``epoch``: ``weights/last.pt`` (its ``epoch<epoch>.pt``), ``args.yaml`` and ``results.csv``
+    up to that epoch. Its checkpoints name this folder as the one to write to, so the resumed run writes here."""
+    checkpoint = run / "weights" / f"epoch{epoch}.pt"
+    if not checkpoint.is_file():
+        raise FileNotFoundError(f"{checkpoint}: no such reference checkpoint")
+    restore_run(run)
+    aside = aside_path(run)
+    run.rename(aside)
+    (run / "weights").mkdir(parents=True)
+    shutil.copy2(aside / "weights" / checkpoint.name, run / "weights" / "last.pt")
+    shutil.copy2(aside / "args.yaml", run / "args.yaml")
+    rows = (aside / "results.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    (run / "results.csv").write_text("".join(rows[: epoch + 2]), encoding="utf-8")
+
+
+def checkpoint_complete(path: Path) -> bool:
+    """True when ``path`` reads as a whole reference checkpoint (the file exists before its writer finishes)."""
+    try:
+        read_reference_checkpoint(path)
+    except Exception:  # a partly written archive fails in the zip reader or the unpickler
+        return False
+    return True
+
+
+def resume_reference(run: Path, epoch: int, out: Path, threads: int = 2, poll_s: float = 2.0) -> Path:
+    """The reference resumed from ``run``'s ``weights/epoch<epoch>.pt`` (``resume=True``: its weights, optimiser
+    state and EMA) for one epoch: its ``epoch<epoch + 1>.pt`` is copied to ``out`` and the run is stopped there.
+    ``run`` is the recorded folder again afterwards, whatever happens; the reference's log is ``out``'s
+    ``resume.log``. Returns the copied checkpoint."""
+    target = out / f"epoch{epoch + 1}.pt"
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "resume.log"
+    written = run / "weights" / target.name
+    prepare_resume(run, epoch)
+    try:
+        cmd = [
+            str(rr.REFBENCH),
+            "train",
+            "--threads",
+            str(threads),
+            "--model",
+            str(run / "weights" / "last.pt"),
+        ]
+        cmd += ["--project", str(out / "project"), "resume=True"]
+        with open(log, "w", encoding="utf-8") as stream:
+            process = subprocess.Popen(cmd, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                while not (written.is_file() and checkpoint_complete(written)):
+                    if process.poll() is not None:
+                        raise RuntimeError(
+                            f"the reference stopped (exit {process.returncode}) before writing {written.name}; "
+                            f"its log: {log}"
+                        )
+                    time.sleep(poll_s)
+                shutil.copy2(written, target)
+            finally:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGTERM)
+                    process.wait()
+    finally:
+        restore_run(run)
+    return target
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gate", required=True, choices=[g.name for g in ct.select_gates(["all"])])
@@ -161,6 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="an augmentation setting of ours"
     )
+    parser.add_argument(
+        "--against",
+        choices=("recorded", "resumed"),
+        default="recorded",
+        help="the reference's recorded next epoch, or the reference resumed from the same checkpoint",
+    )
     args = parser.parse_args(argv)
     gate = ct.select_gates([args.gate])[0]
     if not 0 <= args.epoch < gate.recipe.epochs - 1:
@@ -169,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = parse_settings(args.set)
     except ValueError as exc:
         parser.error(str(exc))
+    for aside in (rr.REF_DIR / gate.name).glob(".seed*.recorded"):  # left by a probe that was killed
+        restore_run(aside.with_name(aside.name[1:].removesuffix(".recorded")))
     seeds = args.seeds or sorted(
         s
         for s in rr.recorded_seeds(gate)
@@ -176,21 +274,36 @@ def main(argv: list[str] | None = None) -> int:
     )
     recorded = ct.load_distribution(gate)["runs"]
     label = gate.recipe.curves[0].label
-    gaps = []
+    gaps: dict[str, list[float]] = {"recorded": [], "resumed": []}
     for seed in seeds:
-        path = rr.seed_dir(gate, seed) / "weights" / f"epoch{args.epoch}.pt"
+        run = rr.seed_dir(gate, seed)
+        path = run / "weights" / f"epoch{args.epoch}.pt"
         if not path.is_file():
             parser.error(f"{path}: no such reference checkpoint")
         row = train_from(gate, path, args.epoch + 1, settings, seed)  # the reference seed's number as ours
+        ours = float(row[label])
         theirs = float(recorded[str(seed)][args.epoch + 1][label])
-        gaps.append(float(row[label]) - theirs)
+        gaps["recorded"].append(ours - theirs)
+        line = f"seed {seed}: {label} at epoch {args.epoch + 1}: reference {theirs:.4f}"
+        if args.against == "resumed":
+            out = RESUMED_DIR / gate.name / f"seed{seed}"
+            resumed = out / f"epoch{args.epoch + 1}.pt"
+            if not resumed.is_file():
+                resume_reference(run, args.epoch, out)
+            again = float(rr.score_canary(resumed, gate)[label])
+            gaps["resumed"].append(ours - again)
+            line += f", resumed from the same checkpoint {again:.4f}"
         print(
-            f"seed {seed}: {label} at epoch {args.epoch + 1}: reference {theirs:.4f}, ours from its epoch-{args.epoch} "
-            f"state {row[label]:.4f} (reference at epoch {args.epoch}: {recorded[str(seed)][args.epoch][label]:.4f})"
+            f"{line}, ours from its epoch-{args.epoch} state {ours:.4f} "
+            f"(reference at epoch {args.epoch}: {recorded[str(seed)][args.epoch][label]:.4f})",
+            flush=True,
         )
-    if len(gaps) > 1:
-        se = statistics.stdev(gaps) / math.sqrt(len(gaps))
-        print(f"ours - reference over {len(gaps)} seeds: {statistics.mean(gaps):+.4f} (SE {se:.4f})")
+    for against, gap in gaps.items():
+        if len(gap) > 1:
+            se = statistics.stdev(gap) / math.sqrt(len(gap))
+            print(
+                f"ours - reference {against} over {len(gap)} seeds: {statistics.mean(gap):+.4f} (SE {se:.4f})"
+            )
     return 0
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -70,3 +72,80 @@ def test_epoch_lr_is_the_linear_schedule() -> None:
     recipe = {"lr0": 0.004, "lrf": 0.01}
     assert probe.epoch_lr(recipe, 7, 10) == pytest.approx(0.001228)
     assert probe.epoch_lr(recipe, 0, 10) == pytest.approx(0.004)
+
+
+def _recorded_run(root, epochs: int = 3):
+    run = root / "ref" / "gate" / "seed4"
+    (run / "weights").mkdir(parents=True)
+    for epoch in range(epochs):
+        (run / "weights" / f"epoch{epoch}.pt").write_bytes(
+            CANARY.read_bytes() if epoch == 1 else b"e%d" % epoch
+        )
+    (run / "args.yaml").write_text("epochs: 3\n")
+    (run / "results.csv").write_text("epoch,x\n" + "".join(f"{e + 1},{e}\n" for e in range(epochs)))
+    return run
+
+
+def _tree(run) -> dict[str, bytes]:
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+
+
+def test_prepare_resume_leaves_what_resume_reads_and_restore_puts_the_recorded_run_back(tmp_path) -> None:
+    run = _recorded_run(tmp_path)
+    before = _tree(run)
+    probe.prepare_resume(run, 1)
+    assert (run / "weights" / "last.pt").read_bytes() == before["weights/epoch1.pt"]
+    assert (run / "results.csv").read_text() == "epoch,x\n1,0\n2,1\n"
+    assert sorted(_tree(run)) == ["args.yaml", "results.csv", "weights/last.pt"]
+    assert probe.aside_path(run).is_dir() and not probe.aside_path(run).name.startswith("seed")
+    (run / "weights" / "epoch2.pt").write_bytes(b"resumed")  # what the resumed reference writes
+    probe.restore_run(run)
+    assert _tree(run) == before and not probe.aside_path(run).exists()
+    probe.restore_run(run)  # nothing set aside: nothing happens
+    assert _tree(run) == before
+
+
+def test_a_missing_checkpoint_is_named_and_leaves_the_run_alone(tmp_path) -> None:
+    run = _recorded_run(tmp_path)
+    before = _tree(run)
+    with pytest.raises(FileNotFoundError, match=r"epoch7\.pt"):
+        probe.prepare_resume(run, 7)
+    assert _tree(run) == before
+
+
+def test_resume_reference_copies_the_next_epoch_stops_the_run_and_restores_the_folder(
+    tmp_path, monkeypatch
+) -> None:
+    run = _recorded_run(tmp_path)
+    before = _tree(run)
+    pid_file = tmp_path / "pid"
+    # a stand-in for refbench's train: writes the next epoch's checkpoint beside --model, then runs until stopped
+    fake = tmp_path / "run.sh"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo $$ > "{pid_file}"\n'
+        'while [ "$1" != "--model" ]; do shift; done\n'
+        'cp "$2" "$(dirname "$2")/epoch2.pt"\n'
+        "exec tail -f /dev/null\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(probe.rr, "REFBENCH", fake)
+    out = tmp_path / "resumed"
+    path = probe.resume_reference(run, 1, out, poll_s=0.01)
+    assert path == out / "epoch2.pt" and path.read_bytes() == before["weights/epoch1.pt"]
+    assert _tree(run) == before
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_resume_reference_names_the_log_when_the_reference_stops_early(tmp_path, monkeypatch) -> None:
+    run = _recorded_run(tmp_path)
+    before = _tree(run)
+    fake = tmp_path / "run.sh"
+    fake.write_text("#!/bin/sh\necho broken\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(probe.rr, "REFBENCH", fake)
+    with pytest.raises(RuntimeError, match=r"exit 3.*resume\.log"):
+        probe.resume_reference(run, 1, tmp_path / "resumed", poll_s=0.01)
+    assert _tree(run) == before
