@@ -136,26 +136,41 @@ class ReferenceState(pl.Callback):
             )
 
 
-def train_from(gate: ct.Gate, path: Path, epoch: int, settings: dict[str, Any], seed: int) -> dict[str, Any]:
-    """Ours' row after training ``epoch`` from the reference checkpoint ``path`` (its end of ``epoch - 1``), our
-    data order and augmentation drawn with ``seed``."""
+def continued_schedule(optimizer: dict[str, Any], epoch: int, count: int, epochs: int) -> dict[str, float]:
+    """``lr0`` and ``lrf`` of a ``count``-epoch run whose linear schedule gives epochs ``epoch`` .. ``epoch + count
+    - 1`` of an ``epochs``-epoch run's lr (a line is fixed by its first and last value; one epoch: a constant)."""
+    first = epoch_lr(optimizer, epoch, epochs)
+    if count == 1:
+        return {"lr0": first, "lrf": 1.0}
+    last = epoch_lr(optimizer, epoch + count - 1, epochs)
+    return {"lr0": first, "lrf": (last / first - 1 / count) / (1 - 1 / count)}
+
+
+def train_from(
+    gate: ct.Gate, path: Path, epoch: int, settings: dict[str, Any], seed: int, count: int = 1
+) -> list[dict[str, Any]]:
+    """Ours' rows after training epochs ``epoch`` .. ``epoch + count - 1`` from the reference checkpoint ``path``
+    (its end of ``epoch - 1``), our data order and augmentation drawn with ``seed``."""
     base = gate.recipe
     checkpoint = read_reference_checkpoint(path)
-    closed = epoch >= base.epochs - int(base.augment.get("close_mosaic", 10))
+    first_closed = base.epochs - int(base.augment.get("close_mosaic", 10))
     recipe = replace(
         base,
-        epochs=1,
+        epochs=count,
         seed=seed,
         weights=str(path.resolve()),
         optimizer={
             **base.optimizer,
-            "lr0": epoch_lr(base.optimizer, epoch, base.epochs),
-            "lrf": 1.0,
+            **continued_schedule(base.optimizer, epoch, count, base.epochs),
             "warmup_epochs": 0.0,
         },
-        augment={**base.augment, **settings, "close_mosaic": 1 if closed else 0},
+        augment={
+            **base.augment,
+            **settings,
+            "close_mosaic": min(count, max(0, epoch + count - first_closed)),
+        },
     )
-    return ct.train_and_score(recipe, callbacks=[ReferenceState(checkpoint, epoch, base.epochs)])[0]
+    return ct.train_and_score(recipe, callbacks=[ReferenceState(checkpoint, epoch, base.epochs)])
 
 
 def aside_path(run: Path) -> Path:
@@ -252,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="an augmentation setting of ours"
     )
     parser.add_argument(
+        "--epochs",
+        type=int,
+        default=1,
+        help="how many epochs ours trains on from the checkpoint (recorded only)",
+    )
+    parser.add_argument(
         "--against",
         choices=("recorded", "resumed"),
         default="recorded",
@@ -261,6 +282,12 @@ def main(argv: list[str] | None = None) -> int:
     gate = ct.select_gates([args.gate])[0]
     if not 0 <= args.epoch < gate.recipe.epochs - 1:
         parser.error(f"--epoch {args.epoch}: expected 0 .. {gate.recipe.epochs - 2} for {gate.name}")
+    if not 1 <= args.epochs <= gate.recipe.epochs - 1 - args.epoch:
+        parser.error(
+            f"--epochs {args.epochs}: expected 1 .. {gate.recipe.epochs - 1 - args.epoch} after epoch {args.epoch}"
+        )
+    if args.epochs > 1 and args.against == "resumed":
+        parser.error("--against resumed runs the reference for one epoch: use --epochs 1")
     try:
         settings = parse_settings(args.set)
     except ValueError as exc:
@@ -275,13 +302,15 @@ def main(argv: list[str] | None = None) -> int:
     recorded = ct.load_distribution(gate)["runs"]
     label = gate.recipe.curves[0].label
     gaps: dict[str, list[float]] = {"recorded": [], "resumed": []}
+    later: dict[int, list[float]] = {}  # epoch -> ours - recorded, for --epochs > 1
     for seed in seeds:
         run = rr.seed_dir(gate, seed)
         path = run / "weights" / f"epoch{args.epoch}.pt"
         if not path.is_file():
             parser.error(f"{path}: no such reference checkpoint")
-        row = train_from(gate, path, args.epoch + 1, settings, seed)  # the reference seed's number as ours
-        ours = float(row[label])
+        # the reference seed's number is ours' seed
+        rows = train_from(gate, path, args.epoch + 1, settings, seed, args.epochs)
+        ours = float(rows[0][label])
         theirs = float(recorded[str(seed)][args.epoch + 1][label])
         gaps["recorded"].append(ours - theirs)
         line = f"seed {seed}: {label} at epoch {args.epoch + 1}: reference {theirs:.4f}"
@@ -298,12 +327,21 @@ def main(argv: list[str] | None = None) -> int:
             f"(reference at epoch {args.epoch}: {recorded[str(seed)][args.epoch][label]:.4f})",
             flush=True,
         )
+        for offset, row in enumerate(rows[1:], start=2):
+            epoch = args.epoch + offset
+            theirs = float(recorded[str(seed)][epoch][label])
+            later.setdefault(epoch, []).append(float(row[label]) - theirs)
+            print(f"seed {seed}: {label} at epoch {epoch}: reference {theirs:.4f}, ours {row[label]:.4f}")
     for against, gap in gaps.items():
         if len(gap) > 1:
             se = statistics.stdev(gap) / math.sqrt(len(gap))
             print(
                 f"ours - reference {against} over {len(gap)} seeds: {statistics.mean(gap):+.4f} (SE {se:.4f})"
             )
+    for epoch, gap in sorted(later.items()):
+        if len(gap) > 1:
+            se = statistics.stdev(gap) / math.sqrt(len(gap))
+            print(f"epoch {epoch}: ours - reference recorded: {statistics.mean(gap):+.4f} (SE {se:.4f})")
     return 0
 
 

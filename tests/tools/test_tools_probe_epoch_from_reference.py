@@ -10,6 +10,7 @@ import torch
 
 from lucid_core.interop.reference import import_checkpoint, read_reference_checkpoint, reference_to_lucid_key
 from lucid_core.optim.param_groups import build_param_groups
+from lucid_core.optim.schedule import linear_lr_factor
 from tool_testing import load_tool
 
 probe = load_tool("probe_epoch_from_reference")
@@ -149,3 +150,12 @@ def test_resume_reference_names_the_log_when_the_reference_stops_early(tmp_path,
     with pytest.raises(RuntimeError, match=r"exit 3.*resume\.log"):
         probe.resume_reference(run, 1, tmp_path / "resumed", poll_s=0.01)
     assert _tree(run) == before
+
+
+@pytest.mark.parametrize(("epoch", "count"), [(1, 1), (1, 6), (4, 3), (8, 2)])
+def test_a_shorter_run_continues_the_full_runs_linear_schedule(epoch: int, count: int) -> None:
+    recipe = {"lr0": 0.004, "lrf": 0.01}
+    short = probe.continued_schedule(recipe, epoch, count, 10)
+    for k in range(count):
+        lr = short["lr0"] * linear_lr_factor(k, count, short["lrf"])
+        assert lr == pytest.approx(probe.epoch_lr(recipe, epoch + k, 10)), k
