@@ -225,15 +225,7 @@ def resume_reference(run: Path, epoch: int, out: Path, threads: int = 2, poll_s:
     written = run / "weights" / target.name
     prepare_resume(run, epoch)
     try:
-        cmd = [
-            str(rr.REFBENCH),
-            "train",
-            "--threads",
-            str(threads),
-            "--model",
-            str(run / "weights" / "last.pt"),
-        ]
-        cmd += ["--project", str(out / "project"), "resume=True"]
+        cmd = rr.refbench_command(run / "weights" / "last.pt", out / "project", {"resume": True}, threads)
         with open(log, "w", encoding="utf-8") as stream:
             process = subprocess.Popen(cmd, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True)
             try:

@@ -194,9 +194,9 @@ def seed_finished(g: ct.Gate, seed: int) -> bool:
     return (seed_dir(g, seed) / "weights" / f"epoch{g.recipe.epochs - 1}.pt").is_file()
 
 
-def refbench_train(model: Path, project: Path, settings: dict[str, Any], threads: int, log: Path) -> None:
-    """The reference's ``train()`` (``run.sh train``) from ``model`` into ``project`` with ``settings`` (its key
-    names; None is passed as ``null``), its output in ``log``; a failure is a RuntimeError naming the log."""
+def refbench_command(model: Path, project: Path, settings: dict[str, Any], threads: int) -> list[str]:
+    """The ``run.sh train`` command line for the reference's ``train()`` from ``model`` into ``project`` with
+    ``settings`` (its key names; None is passed as ``null``)."""
     cmd = [
         str(REFBENCH),
         "train",
@@ -207,7 +207,13 @@ def refbench_train(model: Path, project: Path, settings: dict[str, Any], threads
         "--project",
         str(project),
     ]
-    cmd += [f"{k}={'null' if v is None else v}" for k, v in settings.items()]
+    return cmd + [f"{k}={'null' if v is None else v}" for k, v in settings.items()]
+
+
+def refbench_train(model: Path, project: Path, settings: dict[str, Any], threads: int, log: Path) -> None:
+    """The reference's ``train()`` (:func:`refbench_command`), its output in ``log``; a failure is a RuntimeError
+    naming the log."""
+    cmd = refbench_command(model, project, settings, threads)
     with open(log, "w", encoding="utf-8") as stream:
         done = subprocess.run(cmd, stdout=stream, stderr=subprocess.STDOUT, check=False)
     if done.returncode:
