@@ -246,6 +246,29 @@ def resume_reference(run: Path, epoch: int, out: Path, threads: int = 2, poll_s:
     return target
 
 
+def recorded_score(
+    gate: ct.Gate, committed: dict[str, list[dict[str, Any]]], seed: int, epoch: int, label: str
+) -> float:
+    """The reference's recorded ``label`` of ``seed`` at ``epoch``: the committed distribution's figure, or, for a
+    seed recorded here but not in the distribution file, our evaluator's score of its ``epoch<epoch>.pt`` (the
+    same protocol, :func:`record_reference.score_canary`)."""
+    rows = committed.get(str(seed))
+    if rows is not None:
+        return float(rows[epoch][label])
+    return float(rr.score_canary(rr.seed_dir(gate, seed) / "weights" / f"epoch{epoch}.pt", gate)[label])
+
+
+def checkpoint_losses(path: Path) -> dict[str, float]:
+    """The training losses of a reference checkpoint's last epoch (its ``train_results``' ``train/<name>``
+    columns), by name without the ``train/`` prefix, as ours' rows name them."""
+    results = read_reference_checkpoint(path).get("train_results") or {}
+    return {
+        key.strip().removeprefix("train/"): float(values[-1])
+        for key, values in results.items()
+        if key.strip().startswith("train/") and values
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gate", required=True, choices=[g.name for g in ct.select_gates(["all"])])
@@ -294,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     recorded = ct.load_distribution(gate)["runs"]
     label = gate.recipe.curves[0].label
     gaps: dict[str, list[float]] = {"recorded": [], "resumed": []}
+    loss_ratios: dict[str, list[float]] = {}  # loss name -> ours / reference resumed, per seed
     later: dict[int, list[float]] = {}  # epoch -> ours - recorded, for --epochs > 1
     for seed in seeds:
         run = rr.seed_dir(gate, seed)
@@ -303,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         # the reference seed's number is ours' seed
         rows = train_from(gate, path, args.epoch + 1, settings, seed, args.epochs)
         ours = float(rows[0][label])
-        theirs = float(recorded[str(seed)][args.epoch + 1][label])
+        theirs = recorded_score(gate, recorded, seed, args.epoch + 1, label)
         gaps["recorded"].append(ours - theirs)
         line = f"seed {seed}: {label} at epoch {args.epoch + 1}: reference {theirs:.4f}"
         if args.against == "resumed":
@@ -314,14 +338,24 @@ def main(argv: list[str] | None = None) -> int:
             again = float(rr.score_canary(resumed, gate)[label])
             gaps["resumed"].append(ours - again)
             line += f", resumed from the same checkpoint {again:.4f}"
+            theirs_losses = checkpoint_losses(resumed)
+            ours_losses = rows[0].get("losses", {})
+            shared = [k for k in ours_losses if theirs_losses.get(k)]
+            for key in shared:
+                loss_ratios.setdefault(key, []).append(float(ours_losses[key]) / theirs_losses[key])
+            print(
+                f"seed {seed}: training losses of epoch {args.epoch + 1}, ours / reference resumed: "
+                + ", ".join(f"{k} {float(ours_losses[k]):.4f} / {theirs_losses[k]:.4f}" for k in shared),
+                flush=True,
+            )
         print(
             f"{line}, ours from its epoch-{args.epoch} state {ours:.4f} "
-            f"(reference at epoch {args.epoch}: {recorded[str(seed)][args.epoch][label]:.4f})",
+            f"(reference at epoch {args.epoch}: {recorded_score(gate, recorded, seed, args.epoch, label):.4f})",
             flush=True,
         )
         for offset, row in enumerate(rows[1:], start=2):
             epoch = args.epoch + offset
-            theirs = float(recorded[str(seed)][epoch][label])
+            theirs = recorded_score(gate, recorded, seed, epoch, label)
             later.setdefault(epoch, []).append(float(row[label]) - theirs)
             print(f"seed {seed}: {label} at epoch {epoch}: reference {theirs:.4f}, ours {row[label]:.4f}")
     for against, gap in gaps.items():
@@ -329,6 +363,12 @@ def main(argv: list[str] | None = None) -> int:
             se = statistics.stdev(gap) / math.sqrt(len(gap))
             print(
                 f"ours - reference {against} over {len(gap)} seeds: {statistics.mean(gap):+.4f} (SE {se:.4f})"
+            )
+    for key, ratios in loss_ratios.items():
+        if len(ratios) > 1:
+            se = statistics.stdev(ratios) / math.sqrt(len(ratios))
+            print(
+                f"{key}, ours / reference resumed over {len(ratios)} seeds: {statistics.mean(ratios):.4f} (SE {se:.4f})"
             )
     for epoch, gap in sorted(later.items()):
         if len(gap) > 1:

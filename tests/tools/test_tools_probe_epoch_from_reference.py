@@ -159,3 +159,27 @@ def test_a_shorter_run_continues_the_full_runs_linear_schedule(epoch: int, count
     for k in range(count):
         lr = short["lr0"] * linear_lr_factor(k, count, short["lrf"])
         assert lr == pytest.approx(probe.epoch_lr(recipe, epoch + k, 10)), k
+
+
+def test_checkpoint_losses_are_the_last_epochs_training_columns_by_our_names() -> None:
+    losses = probe.checkpoint_losses(CANARY)
+    results = read_reference_checkpoint(CANARY)["train_results"]
+    assert set(losses) == {k.removeprefix("train/") for k in results if k.startswith("train/")}
+    assert losses["box_loss"] == pytest.approx(float(results["train/box_loss"][-1]))
+    assert losses["box_loss"] != pytest.approx(float(results["train/box_loss"][0]))
+
+
+def test_recorded_score_reads_the_committed_figure_or_scores_a_seed_recorded_only_here(monkeypatch) -> None:
+    gate = probe.ct.select_gates(["shapes_yolo26n_detect"])[0]
+    committed = {"3": [{"nms": 0.1}, {"nms": 0.2}]}
+    scored: list = []
+
+    def score(path, g):
+        scored.append(path)
+        return {"nms": 0.7}
+
+    monkeypatch.setattr(probe.rr, "score_canary", score)
+    assert probe.recorded_score(gate, committed, 3, 1, "nms") == 0.2
+    assert scored == []
+    assert probe.recorded_score(gate, committed, 12, 1, "nms") == 0.7
+    assert scored == [probe.rr.seed_dir(gate, 12) / "weights" / "epoch1.pt"]
