@@ -9,6 +9,8 @@ Ours' score after that epoch is printed beside the reference's recorded epoch N 
 raw model). ``--against resumed`` also runs the reference itself from the same checkpoint (``resume=True``, one
 epoch, then stopped) and compares with that: both sides then start from the same state. Equal means, seed by
 seed, say ours trains that epoch as the reference does from the same state; a gap says the step differs.
+Against the resumed reference the epoch's training losses of both sides are printed too. A seed recorded here but
+not in the committed distribution is scored from its own checkpoints.
 ``--set KEY=VALUE`` changes an augmentation setting of ours only.
 
 Usage: ``uv run --no-sync python tools/probe_epoch_from_reference.py --gate shapes_yolo26n_obb --epoch 6
