@@ -761,6 +761,19 @@ def epoch_checkpoints(recipe: TrajectoryRecipe, directory: Path) -> list[Path]:
     return paths
 
 
+def validation_source(recipe: TrajectoryRecipe, shared: Path = SHARED_DIR) -> Any:
+    """The validation source every scorer of ``recipe`` reads (the recipe's data, imgsz and batch, no workers)."""
+    from lucid_train.datamodule import DetectionDataModule
+
+    return DetectionDataModule(
+        root=str(_data_yaml(recipe, shared)),
+        imgsz=recipe.imgsz,
+        batch_size=recipe.batch_size,
+        workers=0,
+        task=recipe.task,
+    ).val_source()
+
+
 def score_checkpoints(
     recipe: TrajectoryRecipe, directory: Path, shared: Path = SHARED_DIR, threads: int | None = None
 ) -> list[dict[str, Any]]:
@@ -773,14 +786,10 @@ def score_checkpoints(
 
     from lucid_core import load
     from lucid_core.interop.reference import import_checkpoint
-    from lucid_train.datamodule import DetectionDataModule
 
-    data_yaml = _data_yaml(recipe, shared)
     paths = epoch_checkpoints(recipe, directory)
     torch.set_num_threads(int(threads or recipe.threads))
-    val_source = DetectionDataModule(
-        root=str(data_yaml), imgsz=recipe.imgsz, batch_size=recipe.batch_size, workers=0, task=recipe.task
-    ).val_source()
+    val_source = validation_source(recipe, shared)
     rows: list[dict[str, Any]] = []
     for epoch, path in enumerate(paths):
         kind = "reference" if path.suffix == ".pt" else "lucid-core"

@@ -249,15 +249,21 @@ def resume_reference(run: Path, epoch: int, out: Path, threads: int = 2, poll_s:
 
 
 def recorded_score(
-    gate: ct.Gate, committed: dict[str, list[dict[str, Any]]], seed: int, epoch: int, label: str
+    gate: ct.Gate,
+    committed: dict[str, list[dict[str, Any]]],
+    seed: int,
+    epoch: int,
+    label: str,
+    val_source: Any = None,
 ) -> float:
     """The reference's recorded ``label`` of ``seed`` at ``epoch``: the committed distribution's figure, or, for a
     seed recorded here but not in the distribution file, our evaluator's score of its ``epoch<epoch>.pt`` (the
-    same protocol, :func:`record_reference.score_canary`)."""
+    same protocol, :func:`record_reference.score_canary`, on ``val_source`` when given)."""
     rows = committed.get(str(seed))
     if rows is not None:
         return float(rows[epoch][label])
-    return float(rr.score_canary(rr.seed_dir(gate, seed) / "weights" / f"epoch{epoch}.pt", gate)[label])
+    path = rr.seed_dir(gate, seed) / "weights" / f"epoch{epoch}.pt"
+    return float(rr.score_canary(path, gate, val_source)[label])
 
 
 def checkpoint_losses(path: Path) -> dict[str, float]:
@@ -318,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     recorded = ct.load_distribution(gate)["runs"]
     label = gate.recipe.curves[0].label
+    scored_here = args.against == "resumed" or any(str(s) not in recorded for s in seeds)
+    val_source = ct.validation_source(gate.recipe) if scored_here else None  # built once for every score
     gaps: dict[str, list[float]] = {"recorded": [], "resumed": []}
     loss_ratios: dict[str, list[float]] = {}  # loss name -> ours / reference resumed, per seed
     later: dict[int, list[float]] = {}  # epoch -> ours - recorded, for --epochs > 1
@@ -329,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         # the reference seed's number is ours' seed
         rows = train_from(gate, path, args.epoch + 1, settings, seed, args.epochs)
         ours = float(rows[0][label])
-        theirs = recorded_score(gate, recorded, seed, args.epoch + 1, label)
+        theirs = recorded_score(gate, recorded, seed, args.epoch + 1, label, val_source)
         gaps["recorded"].append(ours - theirs)
         line = f"seed {seed}: {label} at epoch {args.epoch + 1}: reference {theirs:.4f}"
         if args.against == "resumed":
@@ -337,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
             resumed = out / f"epoch{args.epoch + 1}.pt"
             if not resumed.is_file():
                 resume_reference(run, args.epoch, out)
-            again = float(rr.score_canary(resumed, gate)[label])
+            again = float(rr.score_canary(resumed, gate, val_source)[label])
             gaps["resumed"].append(ours - again)
             line += f", resumed from the same checkpoint {again:.4f}"
             theirs_losses = checkpoint_losses(resumed)
@@ -352,12 +360,13 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(
             f"{line}, ours from its epoch-{args.epoch} state {ours:.4f} "
-            f"(reference at epoch {args.epoch}: {recorded_score(gate, recorded, seed, args.epoch, label):.4f})",
+            f"(reference at epoch {args.epoch}: "
+            f"{recorded_score(gate, recorded, seed, args.epoch, label, val_source):.4f})",
             flush=True,
         )
         for offset, row in enumerate(rows[1:], start=2):
             epoch = args.epoch + offset
-            theirs = recorded_score(gate, recorded, seed, epoch, label)
+            theirs = recorded_score(gate, recorded, seed, epoch, label, val_source)
             later.setdefault(epoch, []).append(float(row[label]) - theirs)
             print(f"seed {seed}: {label} at epoch {epoch}: reference {theirs:.4f}, ours {row[label]:.4f}")
     for against, gap in gaps.items():

@@ -379,21 +379,14 @@ def score(g: ct.Gate, out: Path | None = None) -> Path:
     return path
 
 
-def score_canary(path: Path, g: ct.Gate) -> dict[str, float]:
-    """Our evaluator's score of one canary checkpoint under ``g``'s protocol (what the canary test compares)."""
+def score_canary(path: Path, g: ct.Gate, val_source: Any = None) -> dict[str, float]:
+    """Our evaluator's score of one canary checkpoint under ``g``'s protocol (what the canary test compares);
+    ``val_source``: :func:`check_trajectory.validation_source` of ``g``'s recipe, built here when None."""
     from lucid_core.interop.reference import import_checkpoint
-    from lucid_train.datamodule import DetectionDataModule
 
-    data_yaml = ct._data_yaml(g.recipe, ct.SHARED_DIR)
-    val_source = DetectionDataModule(
-        root=str(data_yaml),
-        imgsz=g.recipe.imgsz,
-        batch_size=g.recipe.batch_size,
-        workers=0,
-        task=g.recipe.task,
-    ).val_source()
     model = import_checkpoint(path)[0].eval()
-    return ct.score_model(g.recipe, model, val_source)
+    source = val_source if val_source is not None else ct.validation_source(g.recipe)
+    return ct.score_model(g.recipe, model, source)
 
 
 #: how far a canary's score may move before the test says the evaluator moved (a different CPU's float rounding

@@ -174,7 +174,7 @@ def test_recorded_score_reads_the_committed_figure_or_scores_a_seed_recorded_onl
     committed = {"3": [{"nms": 0.1}, {"nms": 0.2}]}
     scored: list = []
 
-    def score(path, g):
+    def score(path, g, val_source=None):
         scored.append(path)
         return {"nms": 0.7}
 
