@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from lucid_data.augment import AugmentConfig
+from lucid_data.augment.pipeline import RECENT_BATCHES, RECENT_MAX
 from lucid_data.dataset import DetectionDataset
 from lucid_data.order import epoch_permutation, rank_order, recent_images
 from lucid_data.synth import synthesize
@@ -78,13 +79,38 @@ def test_mosaic_partners_come_from_the_recent_images_of_the_epoch_order(
     for position, index in enumerate(order):
         pool = ds.mosaic_partner_pool(index)
         assert pool is not None and pool[-1] == index
-        assert len(pool) == (min(position + 1, 5) if epoch == 0 else 5)
         this_epoch = order[max(0, position - 4) : position + 1]
         assert pool[len(pool) - len(this_epoch) :] == this_epoch
+        before = rank_order(len(ds), seed=2, epoch=epoch - 1) if epoch else []
+        window = (list(before) + list(order[: position + 1]))[-5:]
+        assert sorted(pool) == sorted(set(window))  # the window's distinct images
         loaded = _loaded_by_sample(ds, index)
         assert set(loaded) <= set(pool), (index, loaded, pool)
         seen_outside_window |= any(i not in order[: position + 1] for i in pool)
     assert seen_outside_window == (epoch > 0)  # later epochs start with the previous epoch's last images
+
+
+def test_a_window_as_large_as_the_order_keeps_every_image_visited(detect_root: Path) -> None:
+    config = AugmentConfig(
+        mosaic=1.0, mosaic_recent=100
+    )  # more than the 24 images: the reference evicts none
+    ds = DetectionDataset(detect_root, imgsz=48, augment=True, augment_config=config, seed=2)
+    order = rank_order(len(ds), seed=2, epoch=0)
+    for position in (0, 5, len(order) - 1):
+        assert ds.mosaic_partner_pool(order[position]) == order[: position + 1]
+    ds.set_epoch(1)
+    assert ds.mosaic_partner_pool(order[0]) is None  # every image has been visited
+
+
+def test_the_default_window_is_resolved_by_the_batch(detect_root: Path) -> None:
+    assert AugmentConfig().mosaic_recent is None
+    assert AugmentConfig().for_batch(16).mosaic_recent == RECENT_BATCHES * 16
+    assert AugmentConfig().for_batch(10_000).mosaic_recent == RECENT_MAX
+    assert AugmentConfig(mosaic_recent=0).for_batch(16).mosaic_recent == 0  # a set value is kept
+    with pytest.raises(ValueError, match="batch_size: expected >= 1, got 0"):
+        AugmentConfig().for_batch(0)
+    ds = DetectionDataset(detect_root, imgsz=48, augment=True, seed=2)
+    assert ds.mosaic_partner_pool(0) is None  # no batch known: partners from every image
 
 
 def test_mosaic_recent_0_draws_partners_from_every_image(detect_root: Path) -> None:

@@ -66,6 +66,7 @@ def test_the_embedded_default_reaches_data_model_trainer_and_optimizer(
     assert data.imgsz == module.imgsz == expected["data"]["synth"]["imgsz"]
     assert data.batch_size == expected["data"]["batch_size"] and data.workers == expected["data"]["workers"]
     assert data.augment.close_mosaic == expected["data"]["augment"]["close_mosaic"]
+    assert data.augment.mosaic_recent == 8 * data.batch_size  # the reference's window: its last 8 batches
     assert data.num_classes == module.num_classes == expected["data"]["synth"]["num_classes"]
     assert trainer.max_epochs == expected["trainer"]["max_epochs"]
     for key, value in expected["optimizer"].items():

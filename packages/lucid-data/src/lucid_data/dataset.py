@@ -276,17 +276,23 @@ class DetectionDataset(Dataset[dict[str, Any]]):
         return self._orders[key]
 
     def mosaic_partner_pool(self, index: int) -> list[int] | None:
-        """The images a training sample's mosaic partners are drawn from: the `config.mosaic_recent` images this
-        rank's epoch order visits up to `index` (`lucid_data.order.recent_images`); None = any image (setting 0, an
-        index outside this rank's order, or a rank set without its `world_size`)."""
+        """The images a training sample's mosaic partners are drawn from, as the reference keeps the images it loaded
+        last: the distinct images among the `config.mosaic_recent` this rank's epoch order visits up to `index`
+        (`lucid_data.order.recent_images`); a window as large as the order keeps every image visited so far (in
+        later epochs all of them). None = any image (setting 0 or None, every image, an index outside this rank's
+        order, or a rank set without its `world_size`)."""
         size = self.config.mosaic_recent
-        if size <= 0 or not self.records or not 0 <= self.rank < self.world_size:
+        if size is None or size <= 0 or not self.records or not 0 <= self.rank < self.world_size:
             return None
         order, first = self._rank_order(self.epoch)
         if index not in first:
             return None
-        before = self._rank_order(self.epoch - 1)[0] if self.epoch > 0 and first[index] + 1 < size else []
-        return recent_images(order, before, first[index], size)
+        position = first[index]
+        if size >= len(order):
+            return list(order[: position + 1]) if self.epoch == 0 else None
+        before = self._rank_order(self.epoch - 1)[0] if self.epoch > 0 and position + 1 < size else []
+        window = recent_images(order, before, position, size)
+        return list(dict.fromkeys(reversed(window)))[::-1]  # an image visited twice in the window counts once
 
     def rng_for(self, index: int) -> np.random.Generator:
         """The generator of sample `index`: a function of (seed, epoch, index, rank) only."""

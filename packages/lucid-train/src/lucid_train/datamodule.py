@@ -204,7 +204,8 @@ class YOLODataModule(pl.LightningDataModule):
             (``lucid_data.cache.RecentDecodes``: the same samples, fewer decodes; at most this much RAM per
             process, so ``workers`` + 1 times it in all); 0 = decode every load.
         augment: augmentation hyper-parameters (``lucid_data`` ``AugmentConfig``: mosaic, hsv, flips, ...,
-            ``close_mosaic`` = mosaic off for the last N epochs, reference 10); ``None`` = reference defaults.
+            ``close_mosaic`` = mosaic off for the last N epochs, reference 10; ``mosaic_recent`` None = partners from
+            the images of the last 8 batches, up to 1000, as the reference's); ``None`` = reference defaults.
         synth: parameters of the synthetic shapes dataset (only when ``root`` is ``None``).
         task: the task the model trains (linked from ``--model.task`` by ``lucid-train``): the dataset serves
             that task's targets (masks, keypoints, rotated boxes). ``None`` = ``detect`` (boxes of any dataset).
@@ -276,7 +277,8 @@ class YOLODataModule(pl.LightningDataModule):
                 f"data.decode_buffer_mib: expected >= 0 (0 = off), got {decode_buffer_mib}"
             )
         self.decode_buffer_mib = float(decode_buffer_mib)
-        self.augment = augment if augment is not None else AugmentConfig()
+        #: the training batch's augmentation (``AugmentConfig.for_batch``: mosaic partners from the last 8 batches)
+        self.augment = (augment if augment is not None else AugmentConfig()).for_batch(batch_size)
         self.close_mosaic_epochs = self.augment.close_mosaic
         self._sources: dict[str, Any] = {}
         self._datasets: dict[str, Any] = {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import cv2
@@ -36,6 +36,11 @@ __all__ = ["AugmentConfig", "AugmentPipeline", "ImageLoader"]
 ImageLoader = Callable[[int], tuple[np.ndarray, Targets]]
 """index → (HWC uint8 RGB image resized so its long side is imgsz, its targets in those pixels)."""
 
+#: the reference's mosaic partners come from the images of its last 8 batches, at most about 1000 images (measured
+#: black box: ``tools/probe_mosaic_partners.py``, docs/DATA.md "Mosaic partners")
+RECENT_BATCHES = 8
+RECENT_MAX = 1000
+
 
 @dataclass
 class AugmentConfig:
@@ -45,7 +50,9 @@ class AugmentConfig:
     flipud 0, fliplr 0.5, mixup 0, copy_paste 0, border fill 114, close_mosaic 10 (mosaic is switched off for the
     last `close_mosaic` epochs). ``mosaic_recent`` N > 0 draws a mosaic's 3 partners from the last N images of the
     epoch order, the sample's own included (the dataset's ``partner_pool``, as the reference's partners come from
-    recently loaded images: docs/DATA.md, "Mosaic partners"); 0 (default) from every image. Classification only
+    recently loaded images: docs/DATA.md, "Mosaic partners"); 0 from every image; None (default) is resolved by
+    :meth:`for_batch` to the reference's window, the images of the last 8 batches up to 1000 (lucid-train does), and
+    draws from every image where no batch size is known. Classification only
     (`lucid_data.augment.classify_policies`): auto_augment "randaugment" (None: colour jitter with the hsv gains
     instead) and erasing 0.4.
     """
@@ -65,7 +72,7 @@ class AugmentConfig:
     copy_paste: float = 0.0
     fill: int = 114
     close_mosaic: int = 10
-    mosaic_recent: int = 0
+    mosaic_recent: int | None = None
     auto_augment: str | None = "randaugment"
     erasing: float = 0.4
 
@@ -80,12 +87,23 @@ class AugmentConfig:
                 raise ValueError(f"AugmentConfig.{name} must be >= 0, got {getattr(self, name)!r}")
         for name in ("close_mosaic", "mosaic_recent"):
             value = getattr(self, name)
+            if name == "mosaic_recent" and value is None:
+                continue  # resolved by `for_batch`
             if isinstance(value, float) and value.is_integer():
                 setattr(self, name, int(value))  # a count given as 128.0 (a parsed number) is the count
             elif isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"AugmentConfig.{name} is a count, got {value!r}")
             if getattr(self, name) < 0:
                 raise ValueError(f"AugmentConfig.{name} must be >= 0, got {value!r}")
+
+    def for_batch(self, batch_size: int) -> AugmentConfig:
+        """This configuration for training in batches of ``batch_size`` per process: ``mosaic_recent`` None becomes
+        ``min(RECENT_BATCHES * batch_size, RECENT_MAX)``; a set value is kept."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size: expected >= 1, got {batch_size!r}")
+        if self.mosaic_recent is not None:
+            return self
+        return replace(self, mosaic_recent=min(RECENT_BATCHES * int(batch_size), RECENT_MAX))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
