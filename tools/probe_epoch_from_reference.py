@@ -14,7 +14,7 @@ not in the committed distribution is scored from its own checkpoints.
 ``--set KEY=VALUE`` changes an augmentation setting of ours only.
 
 Usage: ``uv run --no-sync python tools/probe_epoch_from_reference.py --gate shapes_yolo26n_obb --epoch 6
-[--seeds 3 4 5] [--set mosaic_recent=128] [--against resumed]`` (reference checkpoints under
+[--seeds 3 4 5] [--set mosaic_recent=0] [--against resumed]`` (reference checkpoints under
 ``runs/fidelity/ref/<gate>/seed<s>``, as tools/record_reference.py leaves them; resumed checkpoints are kept under
 ``runs/fidelity/resumed/<gate>/seed<s>/`` and reused).
 """
