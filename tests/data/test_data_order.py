@@ -91,9 +91,8 @@ def test_mosaic_partners_come_from_the_recent_images_of_the_epoch_order(
 
 
 def test_a_window_as_large_as_the_order_keeps_every_image_visited(detect_root: Path) -> None:
-    config = AugmentConfig(
-        mosaic=1.0, mosaic_recent=100
-    )  # more than the 24 images: the reference evicts none
+    # a window larger than the 24 images: the reference evicts none
+    config = AugmentConfig(mosaic=1.0, mosaic_recent=100)
     ds = DetectionDataset(detect_root, imgsz=48, augment=True, augment_config=config, seed=2)
     order = rank_order(len(ds), seed=2, epoch=0)
     for position in (0, 5, len(order) - 1):
